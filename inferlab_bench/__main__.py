@@ -1,0 +1,5 @@
+"""``python -m inferlab_bench`` runs the command line."""
+
+from inferlab_bench.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Case stage: prefix-cache reset, AIPerf load, records -> BenchClientResult."""

@@ -1,0 +1,68 @@
+"""The control plane's calling convention: read a JSON request, always write a JSON result."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel
+
+from inferlab_bench.atomic import write_bytes_atomic
+from inferlab_bench.errors import InferlabError, RequestError
+from inferlab_bench.protocol import dump_json, parse_request
+
+RequestT = TypeVar("RequestT", bound=BaseModel)
+ResultT = TypeVar("ResultT", bound=BaseModel)
+
+
+def run_json_command(
+    *,
+    input_path: Path,
+    output_path: Path,
+    request_model: type[RequestT],
+    stage: Callable[[RequestT], ResultT],
+    failed_result: Callable[[str, bytes], ResultT],
+) -> int:
+    """Run one stage in JSON mode.
+
+    Whatever happens, a result is written to ``output_path`` (atomically) and the exit
+    code is 0; only when even that is impossible do we exit 1 with the reason on stderr.
+    ``failed_result(message, raw_request_bytes)`` builds the failed result so that it can
+    echo what little of the request was readable.
+    """
+    raw = b""
+    try:
+        raw = _read_request_bytes(input_path)
+        request = parse_request(request_model, raw)
+        result = stage(request)
+    except InferlabError as exc:
+        result = failed_result(str(exc), raw)
+    except Exception as exc:  # a bug of ours: still a result, never a traceback
+        if os.environ.get("INFERLAB_DEBUG"):
+            traceback.print_exc()
+        result = failed_result(f"internal error: {type(exc).__name__}: {exc}", raw)
+    return write_result(output_path, result)
+
+
+def write_result(output_path: Path, result: BaseModel) -> int:
+    """Write ``result`` atomically; return the process exit code."""
+    try:
+        write_bytes_atomic(output_path, dump_json(result))
+    except OSError as exc:
+        print(f"inferlab-bench: cannot write result {output_path}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _read_request_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise RequestError(
+            f"--input {path}: cannot read request file ({exc.strerror or exc})",
+            hint="pass the path of a JSON request file",
+        ) from exc

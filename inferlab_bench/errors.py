@@ -1,0 +1,123 @@
+"""The one error hierarchy of inferlab-bench.
+
+Every failure the project reports is an ``InferlabError``; foreign exceptions are
+translated into one of these at the edge where they enter (``raise ... from exc``).
+The message is what a failed protocol result carries in its ``error`` field: which
+thing, what was expected, what was found. ``hint`` says what to do about it.
+
+    InferlabError
+    ├── RequestError             the JSON request cannot be read or is invalid
+    ├── ConfigurationError       flags/options/environment are inconsistent
+    ├── DatasetError             acquiring the source dataset
+    │   ├── CatalogMismatchError     request catalog != datasets_catalog/ entry
+    │   ├── DownloadError            HTTP status, dropped connection, disk full
+    │   └── DigestMismatchError      sha256 of the bytes != expected sha256
+    ├── TokenizerError           the model's tokenizer cannot be loaded or applied
+    ├── PopulationError          materialization/selection cannot give a population
+    │   └── InsufficientEntriesError fewer admitted entries than required
+    ├── ServerError              the inference server (reset, probe) misbehaved
+    │   └── PrefixCacheResetError
+    ├── LoadGeneratorError       AIPerf could not be run or stopped abnormally
+    │   └── DeadlineExceededError    the case budget ran out
+    ├── RecordsError             AIPerf's outputs are missing, corrupt or inconsistent
+    └── MetricsError             a required metric is missing or not finite
+"""
+
+from __future__ import annotations
+
+
+class InferlabError(Exception):
+    """Root of every error this project raises on purpose."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if self.hint is None else f"{self.message} (hint: {self.hint})"
+
+
+class RequestError(InferlabError):
+    """The JSON request could not be read, parsed or validated."""
+
+
+class ConfigurationError(InferlabError):
+    """Options given to the command contradict each other or the request."""
+
+
+class DatasetError(InferlabError):
+    """The source dataset could not be acquired."""
+
+
+class CatalogMismatchError(DatasetError):
+    """A catalog fact in the request differs from the project's catalog."""
+
+    def __init__(self, field: str, requested: str, catalog: str) -> None:
+        super().__init__(
+            f"catalog.{field}: request has {requested!r}, datasets_catalog/ has {catalog!r}",
+            hint="the control plane and this client must come from the same release",
+        )
+        self.field = field
+        self.requested = requested
+        self.catalog = catalog
+
+
+class DownloadError(DatasetError):
+    """Fetching the dataset failed (HTTP status, connection, disk)."""
+
+
+class DigestMismatchError(DatasetError):
+    """The bytes on hand do not hash to the expected sha256."""
+
+    def __init__(self, what: str, expected: str, actual: str) -> None:
+        super().__init__(
+            f"{what}: sha256 mismatch, expected {expected}, got {actual}",
+            hint="the file is corrupt or not the catalogued one; it was not kept",
+        )
+        self.expected = expected
+        self.actual = actual
+
+
+class TokenizerError(InferlabError):
+    """The tokenizer could not be loaded or its chat template applied."""
+
+
+class PopulationError(InferlabError):
+    """A population could not be materialized or read."""
+
+
+class InsufficientEntriesError(PopulationError):
+    """Fewer entries were admitted than the request requires."""
+
+    def __init__(self, required: int, admitted: int) -> None:
+        super().__init__(
+            f"required_entries: {required} needed, only {admitted} admitted",
+            hint="raise max_input_tokens, lower required_entries, or use a larger dataset",
+        )
+        self.required = required
+        self.admitted = admitted
+
+
+class ServerError(InferlabError):
+    """The inference server answered in a way we cannot use."""
+
+
+class PrefixCacheResetError(ServerError):
+    """The prefix-cache reset was asked for but could not be done."""
+
+
+class LoadGeneratorError(InferlabError):
+    """AIPerf could not be started, or it ended abnormally."""
+
+
+class DeadlineExceededError(LoadGeneratorError):
+    """The case budget ran out before the load finished."""
+
+
+class RecordsError(InferlabError):
+    """AIPerf's output files are missing, corrupt or inconsistent."""
+
+
+class MetricsError(InferlabError):
+    """A metric required by the normalization schema is missing or not finite."""

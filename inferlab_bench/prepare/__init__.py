@@ -1,0 +1,1 @@
+"""Preparation stage: ShareGPT -> tokenized, admitted, seeded, frozen population."""

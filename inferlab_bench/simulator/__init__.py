@@ -1,0 +1,1 @@
+"""A simulated OpenAI-compatible inference server with ground truth and faults."""
