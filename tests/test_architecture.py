@@ -1,0 +1,76 @@
+"""The dependency direction errors <- protocol <- stages <- report <- cli, checked on the source."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "inferlab_bench"
+STAGES = ("prepare", "case", "simulator")
+# What each area may import from inside the package (besides itself).
+ALLOWED: dict[str, set[str]] = {
+    "errors": set(),
+    "protocol": {"errors"},
+    "atomic": set(),
+    "progress": set(),
+    "versions": {"protocol"},
+    "prepare": {"errors", "protocol", "atomic", "progress", "versions"},
+    "case": {"errors", "protocol", "atomic", "progress", "versions"},
+    "simulator": {"errors", "atomic"},
+    "report": {"errors", "protocol", "atomic", "versions"},
+}
+
+
+def area_of(path: Path) -> str:
+    rel = path.relative_to(PACKAGE)
+    return rel.parts[0].removesuffix(".py")
+
+
+def internal_imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "inferlab_bench" and len(parts) > 1:
+                found.add(parts[1])
+    return found
+
+
+SOURCES = sorted(p for p in PACKAGE.rglob("*.py") if area_of(p) not in ("cli", "__init__", "__main__"))
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_module_imports_follow_the_layering(path: Path) -> None:
+    area = area_of(path)
+    allowed = ALLOWED.get(area)
+    assert allowed is not None, f"{area}: new top-level area; add it to ALLOWED with its layer"
+    illegal = internal_imports(path) - allowed - {area}
+    assert not illegal, f"{path.relative_to(PACKAGE)} imports {sorted(illegal)}"
+
+
+def test_every_module_has_a_docstring() -> None:
+    missing = [
+        str(p.relative_to(PACKAGE))
+        for p in PACKAGE.rglob("*.py")
+        if ast.get_docstring(ast.parse(p.read_text())) is None
+    ]
+    assert not missing, missing
+
+
+def test_stages_never_print() -> None:
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        if area_of(path) not in (*STAGES, "report"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print":
+                offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert not offenders, offenders
