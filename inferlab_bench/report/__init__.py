@@ -1,0 +1,1 @@
+"""Reading saved results: tables, plots and comparisons (never runs a case)."""

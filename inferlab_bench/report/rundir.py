@@ -1,0 +1,68 @@
+"""The saved layout of a human run: ``request.json`` + ``result.json`` (+ artifacts) per case."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from inferlab_bench.errors import RequestError
+from inferlab_bench.protocol import BenchClientRequest, BenchClientResult, parse_request
+
+REQUEST_FILE = "request.json"
+RESULT_FILE = "result.json"
+VALIDITY_FILE = "validity.json"
+SWEEP_FILE = "sweep.json"
+
+
+@dataclass(frozen=True)
+class SavedCase:
+    """One case as saved on disk: its result, and its request and validity when present."""
+
+    directory: Path
+    result: BenchClientResult
+    request: BenchClientRequest | None
+    validity: dict[str, Any] | None
+
+    @property
+    def label(self) -> str:
+        return self.directory.name
+
+
+def load_case(path: Path) -> SavedCase:
+    """Load a case from its directory or from its ``result.json`` path."""
+    result_path = path if path.is_file() else path / RESULT_FILE
+    directory = result_path.parent
+    result = parse_request(BenchClientResult, _read(result_path))
+    request_path = directory / REQUEST_FILE
+    request = parse_request(BenchClientRequest, _read(request_path)) if request_path.is_file() else None
+    return SavedCase(directory, result, request, _validity(result, directory))
+
+
+def find_cases(root: Path) -> list[SavedCase]:
+    """Every saved case under ``root`` (itself or its sub-directories), in path order."""
+    if (root / RESULT_FILE).is_file():
+        return [load_case(root)]
+    return [load_case(p.parent) for p in sorted(root.glob(f"*/{RESULT_FILE}"))]
+
+
+def _validity(result: BenchClientResult, directory: Path) -> dict[str, Any] | None:
+    candidates = [a.path for a in result.raw_artifacts if a.path.name == VALIDITY_FILE]
+    candidates.append(directory / VALIDITY_FILE)
+    for candidate in candidates:
+        if candidate.is_file():
+            loaded: dict[str, Any] = orjson.loads(candidate.read_bytes())
+            return loaded
+    return None
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise RequestError(
+            f"{path}: cannot read saved result ({exc.strerror or exc})",
+            hint="pass a run directory written by `inferlab-bench run` or its result.json",
+        ) from exc

@@ -1,0 +1,146 @@
+"""Readable rich tables for one case, a sweep of cases, and a comparison."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from inferlab_bench.protocol import BenchClientRequest, BenchClientResult, ClientStatus
+from inferlab_bench.report.compare import Comparison
+from inferlab_bench.report.rundir import SavedCase
+
+LATENCIES = (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT (ITL)"), ("request_latency_ms", "E2E latency"))
+STATS = ("mean", "p50", "p90", "p95", "p99", "max")
+
+
+def fmt(value: float | None, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}f}"
+
+
+def load_label(request: BenchClientRequest | None) -> str:
+    """A short name for a case's load: ``c=4``, ``rate=2.5/s``, ``gamma(0.5) 2/s``, ``unbounded``."""
+    if request is None:
+        return "?"
+    shape = request.case.load_shape
+    if shape.kind == "concurrency_limited":
+        return f"c={shape.concurrency}"
+    if shape.kind == "request_rate_limited":
+        rate = f"{shape.request_rate:g}/s"
+        return rate if shape.burstiness is None else f"gamma({shape.burstiness:g}) {rate}"
+    return "unbounded"
+
+
+def case_table(result: BenchClientResult, title: str = "case") -> RenderableType:
+    """Counts, throughput, latency percentiles and SLO evidence of one case."""
+    parts: list[RenderableType] = [_headline(result, title)]
+    if result.status is ClientStatus.FAILED:
+        parts.append(Text(f"error: {result.error}", style="bold red"))
+    latency = _latency_table(result.metrics)
+    if latency.row_count:
+        parts.append(latency)
+    if result.request_slo is not None:
+        slo = result.request_slo
+        parts.append(
+            Text(
+                f"SLO: {slo.good_requests} good ({slo.good_request_ratio:.1%}), goodput "
+                f"{slo.goodput:.3f} req/s over {slo.profiling_duration_seconds:.2f} s "
+                f"({slo.profiling_duration_source})"
+            )
+        )
+    return Group(*parts)
+
+
+def _headline(result: BenchClientResult, title: str) -> Table:
+    table = Table(title=title, show_header=True, header_style="bold")
+    for column in ("status", "completed", "failed", "req/s", "output tok/s", "total tok/s", "cache read"):
+        table.add_column(column, justify="right")
+    m = result.metrics
+    cache = m.get("prompt_cache_read_ratio")
+    table.add_row(
+        result.status.value,
+        str(result.completed_requests),
+        str(result.failed_requests),
+        fmt(m.get("request_throughput"), 3),
+        fmt(m.get("output_throughput")),
+        fmt(m.get("total_token_throughput")),
+        "-" if cache is None else f"{cache:.1%}",
+    )
+    return table
+
+
+def _latency_table(metrics: dict[str, float]) -> Table:
+    table = Table(title="latency (ms)", header_style="bold")
+    table.add_column("metric")
+    for stat in STATS:
+        table.add_column(stat, justify="right")
+    for key, label in LATENCIES:
+        if f"p50_{key}" in metrics:
+            table.add_row(label, *(fmt(metrics.get(f"{stat}_{key}")) for stat in STATS))
+    return table
+
+
+def sweep_table(cases: Sequence[SavedCase], title: str = "sweep") -> Table:
+    """One row per case: load, throughput, key latency percentiles, goodput."""
+    table = Table(title=title, header_style="bold")
+    columns = ("case", "load", "status", "req/s", "out tok/s", "TTFT p50", "TTFT p99",
+               "TPOT p50", "TPOT p99", "E2E p50", "goodput", "good %")
+    for column in columns:
+        table.add_column(column, justify="right" if column not in ("case", "load", "status") else "left")
+    for case in cases:
+        m, slo = case.result.metrics, case.result.request_slo
+        table.add_row(
+            case.label,
+            load_label(case.request),
+            case.result.status.value,
+            fmt(m.get("request_throughput"), 3),
+            fmt(m.get("output_throughput")),
+            fmt(m.get("p50_ttft_ms")),
+            fmt(m.get("p99_ttft_ms")),
+            fmt(m.get("p50_tpot_ms")),
+            fmt(m.get("p99_tpot_ms")),
+            fmt(m.get("p50_request_latency_ms")),
+            "-" if slo is None else fmt(slo.goodput, 3),
+            "-" if slo is None else f"{slo.good_request_ratio:.0%}",
+        )
+    return table
+
+
+def comparison_table(comparison: Comparison, a_name: str, b_name: str) -> RenderableType:
+    """Metric deltas of B relative to A, with the better side marked."""
+    table = Table(title=f"{a_name} (A) vs {b_name} (B)", header_style="bold")
+    for column in ("metric", "A", "B", "delta", "delta %", "better"):
+        table.add_column(column, justify="left" if column == "metric" else "right")
+    for row in comparison.rows:
+        style = {"a": "red", "b": "green", "same": ""}[row.better]
+        table.add_row(
+            row.name,
+            fmt(row.a, 3),
+            fmt(row.b, 3),
+            fmt(row.delta, 3),
+            "-" if row.relative is None else f"{row.relative:+.1%}",
+            Text(row.better.upper() if row.better != "same" else "=", style=style),
+        )
+    notes = [table, Text(_population_note(comparison.same_population))]
+    if comparison.setup_differences is None:
+        notes.append(Text("setup: unknown (request.json missing on one side)"))
+    elif not comparison.setup_differences:
+        notes.append(Text("setup: identical requests (apart from output paths)"))
+    else:
+        notes.append(Text("setup differs:\n  " + "\n  ".join(comparison.setup_differences)))
+    for name, only in (("A", comparison.only_in_a), ("B", comparison.only_in_b)):
+        if only:
+            notes.append(Text(f"only in {name}: {', '.join(only)}"))
+    return Group(*notes)
+
+
+def _population_note(same: bool | None) -> str:
+    if same is None:
+        return "population: unknown on at least one side"
+    return "population: same (sha256 and entries match)" if same else "population: DIFFERENT"
