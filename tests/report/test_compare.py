@@ -1,0 +1,73 @@
+"""Comparison of two saved cases: deltas, better side, population and setup differences."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from inferlab_bench.errors import RequestError
+from inferlab_bench.report.compare import compare_cases, diff_paths, metric_delta
+from inferlab_bench.report.rundir import find_cases, load_case
+from tests.protocol import examples
+
+
+def save_case(directory: Path, metrics: dict[str, float], request: dict[str, Any] | None) -> Path:
+    directory.mkdir(parents=True)
+    result = examples.case_result_succeeded()
+    result["metrics"] = metrics
+    (directory / "result.json").write_text(json.dumps(result))
+    if request is not None:
+        (directory / "request.json").write_text(json.dumps(request))
+    return directory
+
+
+def test_latency_lower_is_better_and_throughput_higher() -> None:
+    assert metric_delta("p50_ttft_ms", 10.0, 12.0).better == "a"
+    assert metric_delta("request_throughput", 10.0, 12.0).better == "b"
+    assert metric_delta("goodput", 3.0, 2.0).better == "a"
+    same = metric_delta("p99_tpot_ms", 5.0, 5.0)
+    assert same.better == "same" and same.relative == 0.0
+    assert metric_delta("mean_ttft_ms", 0.0, 1.0).relative is None
+    assert metric_delta("mean_ttft_ms", 8.0, 10.0).relative == pytest.approx(0.25)
+
+
+def test_compare_reports_deltas_population_and_setup(tmp_path: Path) -> None:
+    request_a = examples.case_request({"kind": "concurrency_limited", "concurrency": 1})
+    request_b = examples.case_request({"kind": "concurrency_limited", "concurrency": 4})
+    request_b["artifact_dir"] = "/elsewhere"
+    a = load_case(save_case(tmp_path / "a", {"p50_ttft_ms": 10.0, "request_throughput": 1.0}, request_a))
+    b = load_case(save_case(tmp_path / "b", {"p50_ttft_ms": 20.0, "output_throughput": 9.0}, request_b))
+    comparison = compare_cases(a, b)
+    assert [row.name for row in comparison.rows] == ["p50_ttft_ms"]
+    assert comparison.rows[0].delta == 10.0
+    assert comparison.only_in_a == ("request_throughput",)
+    assert comparison.only_in_b == ("output_throughput",)
+    assert comparison.same_population is True
+    assert comparison.setup_differences == ("case.load_shape.concurrency: 1 -> 4",)
+
+
+def test_compare_without_requests_says_unknown(tmp_path: Path) -> None:
+    a = load_case(save_case(tmp_path / "a", {"x": 1.0}, None))
+    b = load_case(save_case(tmp_path / "b", {"x": 1.0}, None))
+    comparison = compare_cases(a, b)
+    assert comparison.same_population is None and comparison.setup_differences is None
+
+
+def test_diff_paths_finds_nested_changes_and_ignores_locations() -> None:
+    left = {"a": {"b": 1, "artifact_dir": "/x"}, "c": [1, 2]}
+    right = {"a": {"b": 2, "artifact_dir": "/y"}, "c": [1, 2], "d": True}
+    assert diff_paths(left, right) == ["a.b: 1 -> 2", "d: None -> True"]
+
+
+def test_find_cases_lists_subdirectories_in_order(tmp_path: Path) -> None:
+    for name in ("c16", "c01", "c04"):
+        save_case(tmp_path / name, {"x": 1.0}, None)
+    assert [c.label for c in find_cases(tmp_path)] == ["c01", "c04", "c16"]
+
+
+def test_missing_result_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(RequestError, match="cannot read saved result"):
+        load_case(tmp_path)
