@@ -10,7 +10,7 @@ from inferlab_bench import __version__
 from inferlab_bench.cli import case, handshake, prepare
 
 COMMANDS = (handshake, prepare, case)
-_OPTIONAL_COMMANDS = ("simulate", "dataset", "run", "sweep", "compare", "report", "demo", "kube")
+_OPTIONAL_COMMANDS = ("simulate", "dataset", "run", "sweep", "compare", "report", "demo")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,1 @@
+"""Human workflows: ordinary options -> protocol requests -> stages -> saved run directories."""
