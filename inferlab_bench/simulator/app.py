@@ -1,0 +1,226 @@
+"""The HTTP routes of the simulated server (Starlette), wired to one ``Simulator`` state."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import time
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from inferlab_bench import __version__
+from inferlab_bench.errors import TokenizerError
+from inferlab_bench.simulator import wire
+from inferlab_bench.simulator.body import GenerationRequest, Rejection, parse
+from inferlab_bench.simulator.config import RESET_PATHS, SimulatorConfig
+from inferlab_bench.simulator.generation import (
+    Backend, CompleteGeneration, Job, StreamingGeneration,
+)
+from inferlab_bench.simulator.ground_truth import GroundTruthLog, RequestTrace, reset_record
+from inferlab_bench.simulator.latency import Engine
+from inferlab_bench.simulator.plan import make_plan, request_rng
+from inferlab_bench.simulator.prefix_cache import PrefixCache
+from inferlab_bench.simulator.prompt import PromptTokenizer, flatten_content
+from inferlab_bench.simulator.scheduler import Scheduler
+
+SERVER_VERSION = f"0.11.0+inferlab.sim.{__version__}"
+
+
+class Simulator:
+    """The server's state: engine, prefix cache, tokenizer, ground truth, reset counter."""
+
+    def __init__(self, config: SimulatorConfig, log: GroundTruthLog) -> None:
+        self.config = config
+        self.log = log
+        self.tokenizer = PromptTokenizer(config.tokenizer)
+        self.backend = Backend(
+            scheduler=Scheduler(Engine(config.latency, config.seed)),
+            cache=PrefixCache(config.block_size, config.cache_capacity_blocks),
+            log=log,
+        )
+        self.reset_count = 0
+        self.created = int(time.time())
+        self._arrivals = itertools.count()
+
+    async def generate(self, request: Request, *, chat: bool) -> Response:
+        """Serve ``/v1/chat/completions`` (chat) or ``/v1/completions``."""
+        arrival_ns = time.time_ns()
+        parsed = parse(await request.body(), chat=chat)
+        if isinstance(parsed, Rejection):
+            return _error(parsed)
+        if parsed.model is not None and parsed.model != self.config.model:
+            return _error(Rejection(404, f"The model `{parsed.model}` does not exist.",
+                                    "NotFoundError"))
+        return await self._serve(request, parsed, arrival_ns)
+
+    async def _serve(self, request: Request, parsed: GenerationRequest, arrival_ns: int) -> Response:
+        try:
+            token_ids = self._token_ids(parsed)
+        except TokenizerError as exc:
+            return _error(Rejection(400, exc.message))
+        index = next(self._arrivals)
+        trace = _trace(request, parsed, index, arrival_ns, len(token_ids))
+        room = self.config.max_model_len - len(token_ids)
+        if room < (parsed.sampling.max_tokens or 0) or room < 1:
+            return self._reject(trace, Rejection(400, _too_long(self.config, len(token_ids), parsed)))
+        limit = min(room, self.config.default_max_tokens)
+        plan = make_plan(parsed.sampling, limit, self.config.faults, request_rng(self.config.seed, index))
+        trace.fault = plan.fault
+        if plan.stall_seconds:
+            await asyncio.sleep(plan.stall_seconds)
+        if plan.error_status is not None:
+            return self._reject(trace, Rejection(plan.error_status, "injected fault", _kind(plan.error_status)))
+        env = wire.Envelope(trace.request_id, int(time.time()), self.config.model, chat=parsed.chat)
+        job = Job(parsed, token_ids, plan, env, trace, index)
+        kind = StreamingGeneration if parsed.stream else CompleteGeneration
+        return kind(self.backend, job)
+
+    def _token_ids(self, parsed: GenerationRequest) -> list[int]:
+        if parsed.chat:
+            return self.tokenizer.chat_ids(parsed.messages, parsed.template_kwargs)
+        if isinstance(parsed.prompt, list):
+            return list(parsed.prompt)
+        return self.tokenizer.text_ids(parsed.prompt)
+
+    def _reject(self, trace: RequestTrace, rejection: Rejection) -> Response:
+        trace.status = rejection.status
+        trace.error = rejection.message
+        trace.end_ns = time.time_ns()
+        self.log.append(trace.record())
+        return _error(rejection)
+
+    def reset(self, path: str) -> Response:
+        """Empty the prefix cache (unless the reset_noop fault is on) and log it."""
+        noop = self.config.faults.reset_noop
+        cleared = 0 if noop else self.backend.cache.clear()
+        self.reset_count += 1
+        self.log.append(reset_record(path, 200, cleared, "reset_noop" if noop else None))
+        if path == RESET_PATHS["sglang"]:
+            return PlainTextResponse("Cache flushed.\n")
+        return Response(status_code=200)
+
+    async def tokenize(self, request: Request) -> Response:
+        """vLLM's ``POST /tokenize`` for a prompt or chat messages."""
+        try:
+            body = orjson.loads(await request.body())
+        except orjson.JSONDecodeError as exc:
+            return _error(Rejection(400, f"request body is not valid JSON: {exc}"))
+        if isinstance(body, dict) and isinstance(body.get("messages"), list):
+            ids = self.tokenizer.chat_ids(body["messages"], body.get("chat_template_kwargs") or {})
+        elif isinstance(body, dict) and isinstance(body.get("prompt"), str):
+            ids = self.tokenizer.text_ids(body["prompt"])
+        else:
+            return _error(Rejection(400, "prompt (string) or messages (list) is required"))
+        return JSONResponse({"count": len(ids), "max_model_len": self.config.max_model_len,
+                             "tokens": ids, "token_strs": None})
+
+    def models(self) -> Response:
+        """``GET /v1/models``."""
+        return JSONResponse(wire.models_body(self.config.model, self.created,
+                                             self.config.max_model_len))
+
+
+def build_app(sim: Simulator) -> Starlette:
+    """The ASGI application serving ``sim``."""
+
+    async def chat(request: Request) -> Response:
+        return await sim.generate(request, chat=True)
+
+    async def completions(request: Request) -> Response:
+        return await sim.generate(request, chat=False)
+
+    async def ok(request: Request) -> Response:
+        return Response(status_code=200)
+
+    async def version(request: Request) -> Response:
+        return JSONResponse({"version": SERVER_VERSION})
+
+    async def models(request: Request) -> Response:
+        return sim.models()
+
+    routes = [
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/v1/completions", completions, methods=["POST"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/health", ok, methods=["GET"]),
+        Route("/ping", ok, methods=["GET", "POST"]),
+        Route("/version", version, methods=["GET"]),
+        Route("/tokenize", sim.tokenize, methods=["POST"]),
+        *_reset_routes(sim),
+    ]
+    return Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+
+
+def _reset_routes(sim: Simulator) -> list[Route]:
+    routes = []
+    for name in sim.config.reset_endpoints:
+        path = RESET_PATHS[name]
+        methods = ["POST"] if name == "vllm" else ["GET", "POST"]
+
+        async def reset(request: Request, path: str = path) -> Response:
+            return sim.reset(path)
+
+        routes.append(Route(path, reset, methods=methods))
+    return routes
+
+
+def _trace(request: Request, parsed: GenerationRequest, index: int, arrival_ns: int,
+           prompt_tokens: int) -> RequestTrace:
+    prefix = "chatcmpl" if parsed.chat else "cmpl"
+    trace = RequestTrace(
+        request_id=f"{prefix}-sim-{index:08d}", request_index=index, path=request.url.path,
+        stream=parsed.stream, arrival_ns=arrival_ns, prompt_tokens=prompt_tokens,
+        max_tokens=parsed.sampling.max_tokens, min_tokens=parsed.sampling.min_tokens,
+        ignore_eos=parsed.sampling.ignore_eos,
+        x_request_id=request.headers.get("x-request-id"),
+        x_correlation_id=request.headers.get("x-correlation-id"),
+    )
+    _identify(trace, parsed)
+    return trace
+
+
+def _identify(trace: RequestTrace, parsed: GenerationRequest) -> None:
+    # Hashes that let a reader join these records to a population entry or a client record.
+    if not parsed.chat:
+        trace.prompt_sha256 = _sha(orjson.dumps(parsed.prompt))
+        return
+    messages = flatten_content(parsed.messages)
+    trace.prompt_sha256 = _sha(orjson.dumps(messages, option=orjson.OPT_SORT_KEYS))
+    users = [str(m.get("content") or "") for m in messages if m.get("role") == "user"]
+    if users:
+        trace.first_user_sha256 = _sha(users[0].encode())
+        trace.last_user_sha256 = _sha(users[-1].encode())
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _too_long(config: SimulatorConfig, prompt_tokens: int, parsed: GenerationRequest) -> str:
+    return (f"This model's maximum context length is {config.max_model_len} tokens. However, "
+            f"you requested {prompt_tokens + (parsed.sampling.max_tokens or 0)} tokens "
+            f"({prompt_tokens} in the messages, {parsed.sampling.max_tokens or 0} in the completion).")
+
+
+def _kind(status: int) -> str:
+    return {429: "RateLimitError", 500: "InternalServerError", 503: "ServiceUnavailableError"}.get(
+        status, "APIError")
+
+
+def _error(rejection: Rejection) -> Response:
+    headers = {"retry-after": "1"} if rejection.status == 429 else None
+    body: dict[str, Any] = wire.error_body(rejection.message, rejection.kind, rejection.status)
+    return JSONResponse(body, status_code=rejection.status, headers=headers)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    detail = exc.detail if isinstance(exc, HTTPException) else "Internal Server Error"
+    return JSONResponse({"detail": detail}, status_code=status)

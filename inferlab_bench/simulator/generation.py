@@ -1,0 +1,178 @@
+"""Serving one generation: slot, prefill, timed tokens, faults, and its ground-truth record."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from inferlab_bench.simulator import wire
+from inferlab_bench.simulator.body import GenerationRequest
+from inferlab_bench.simulator.ground_truth import GroundTruthLog, RequestTrace
+from inferlab_bench.simulator.plan import RequestPlan, token_text
+from inferlab_bench.simulator.prefix_cache import PrefixCache
+from inferlab_bench.simulator.scheduler import Scheduler, SequenceClock
+
+
+class DroppedConnection(Exception):  # noqa: N818 - a signal to uvicorn, not an error of ours
+    """Raised inside a response to make uvicorn close the socket mid-body (drop fault)."""
+
+
+@dataclass
+class Job:
+    """Everything one admitted generation needs."""
+
+    request: GenerationRequest
+    token_ids: list[int]
+    plan: RequestPlan
+    envelope: wire.Envelope
+    trace: RequestTrace
+    index: int
+
+    def usage(self) -> wire.Usage:
+        """Usage as reported (the prompt-tokens fault applies here only)."""
+        prompt = len(self.token_ids) + self.plan.prompt_tokens_offset
+        self.trace.reported_prompt_tokens = prompt
+        return wire.Usage(prompt, self.trace.completion_tokens, self.trace.cached_tokens)
+
+
+@dataclass
+class Backend:
+    """The shared machinery every generation runs on."""
+
+    scheduler: Scheduler
+    cache: PrefixCache
+    log: GroundTruthLog
+
+
+async def timed_tokens(backend: Backend, job: Job) -> AsyncIterator[int]:
+    """Yield token positions 0..n-1, each at its modeled time, holding a slot meanwhile."""
+    await backend.scheduler.acquire(job.index)
+    try:
+        job.trace.admitted_ns = time.time_ns()
+        job.trace.cached_tokens = backend.cache.lookup(job.token_ids)
+        clock = SequenceClock(backend.scheduler.engine)
+        await clock.prefill(len(job.token_ids) - job.trace.cached_tokens)
+        backend.cache.insert(job.token_ids)
+        for position in range(job.plan.output_tokens):
+            if position:
+                await clock.next_token()
+            yield position
+    finally:
+        backend.scheduler.release(job.index)
+
+
+class _Generation(Response):
+    """A response that writes its own ASGI messages (Starlette only awaits it)."""
+
+    content_type = b"application/json"
+
+    def __init__(self, backend: Backend, job: Job) -> None:
+        # Not Response.__init__: it would add "content-length: 0" to a streamed body.
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = [(b"content-type", self.content_type)]
+        self.backend = backend
+        self.job = job
+
+
+class StreamingGeneration(_Generation):
+    """An SSE response written token by token, timestamped after each write."""
+
+    content_type = b"text/event-stream; charset=utf-8"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        gone = asyncio.Event()
+        watcher = asyncio.create_task(_watch_disconnect(receive, gone))
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            await self._body(send, gone)
+        except (asyncio.CancelledError, OSError):
+            self.job.trace.status = 499
+            raise
+        finally:
+            watcher.cancel()
+            self.job.trace.end_ns = time.time_ns()
+            self.backend.log.append(self.job.trace.record())
+
+    async def _body(self, send: Send, gone: asyncio.Event) -> None:
+        job, env = self.job, self.job.envelope
+        n = job.plan.output_tokens
+        async with aclosing(timed_tokens(self.backend, job)) as positions:
+            async for pos in positions:
+                if gone.is_set():
+                    job.trace.status = 499
+                    return
+                _maybe_drop(job.plan, pos)
+                head = wire.role_chunk(env) if pos == 0 and env.chat else b""
+                bad = wire.MALFORMED if pos == job.plan.malformed_after else b""
+                reason = job.plan.finish_reason if pos == n - 1 else None
+                chunk = head + bad + wire.token_chunk(env, token_text(job.index, pos), reason)
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                job.trace.token_sent(time.time_ns())
+        await send({"type": "http.response.body", "body": self._tail(n), "more_body": False})
+
+    def _tail(self, n: int) -> bytes:
+        job = self.job
+        if job.plan.drop_after is not None:
+            raise DroppedConnection(f"dropped after {n} tokens")
+        head = wire.role_chunk(job.envelope) if n == 0 and job.envelope.chat else b""
+        late = job.plan.malformed_after is not None and job.plan.malformed_after >= n
+        bad = wire.MALFORMED if late else b""
+        usage = wire.usage_chunk(job.envelope, job.usage()) if job.request.include_usage else b""
+        job.trace.finish_reason = job.plan.finish_reason
+        return head + bad + usage + wire.DONE
+
+
+class CompleteGeneration(_Generation):
+    """A non-streaming response: the whole body once the last token is due."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        job = self.job
+        try:
+            body = await self._generate()
+            headers = [*self.raw_headers, (b"content-length", str(len(body)).encode())]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            if job.plan.drop_after is not None:
+                await send({"type": "http.response.body", "body": body[: len(body) // 2],
+                            "more_body": True})
+                raise DroppedConnection(job.trace.request_id)
+            await send({"type": "http.response.body", "body": body, "more_body": False})
+        except (asyncio.CancelledError, OSError):
+            job.trace.status = 499
+            raise
+        finally:
+            job.trace.end_ns = time.time_ns()
+            self.backend.log.append(job.trace.record())
+
+    async def _generate(self) -> bytes:
+        job = self.job
+        parts: list[str] = []
+        async with aclosing(timed_tokens(self.backend, job)) as positions:
+            async for pos in positions:
+                parts.append(token_text(job.index, pos))
+                job.trace.token_sent(time.time_ns())
+        job.trace.finish_reason = job.plan.finish_reason
+        body = wire.full_body(job.envelope, "".join(parts), job.plan.finish_reason, job.usage())
+        raw = orjson.dumps(body)
+        return raw[:-1] if job.plan.malformed_after is not None else raw
+
+
+def _maybe_drop(plan: RequestPlan, position: int) -> None:
+    if plan.drop_after is not None and position >= plan.drop_after:
+        raise DroppedConnection(f"dropped after {position} tokens")
+
+
+async def _watch_disconnect(receive: Receive, gone: asyncio.Event) -> None:
+    while True:
+        message: dict[str, Any] = dict(await receive())
+        if message["type"] == "http.disconnect":
+            gone.set()
+            return

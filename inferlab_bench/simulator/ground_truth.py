@@ -1,0 +1,107 @@
+"""The ground-truth log: what the server really did, in memory and as flushed JSONL lines."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+import orjson
+
+
+class GroundTruthLog:
+    """Appends one JSON object per record; each line is flushed whole before the next."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._records: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._file: IO[bytes] | None = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = path.open("ab")
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Keep the record and write it as one complete line."""
+        line = orjson.dumps(record) + b"\n"
+        with self._lock:
+            self._records.append(record)
+            if self._file is not None:
+                self._file.write(line)
+                self._file.flush()
+
+    def records(self) -> list[dict[str, Any]]:
+        """A copy of every record so far, in order."""
+        with self._lock:
+            return list(self._records)
+
+    def close(self) -> None:
+        """Close the file (records stay readable in memory)."""
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+    def __enter__(self) -> GroundTruthLog:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+@dataclass
+class RequestTrace:
+    """The ground truth of one generation request, filled in as it is served."""
+
+    request_id: str
+    request_index: int
+    path: str
+    stream: bool
+    arrival_ns: int
+    prompt_tokens: int = 0
+    max_tokens: int | None = None
+    min_tokens: int | None = None
+    ignore_eos: bool = False
+    status: int = 200
+    fault: str | None = None
+    x_request_id: str | None = None
+    x_correlation_id: str | None = None
+    prompt_sha256: str | None = None
+    first_user_sha256: str | None = None
+    last_user_sha256: str | None = None
+    admitted_ns: int | None = None
+    first_token_ns: int | None = None
+    last_token_ns: int | None = None
+    end_ns: int | None = None
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    reported_prompt_tokens: int | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+
+    def token_sent(self, now_ns: int, count: int = 1) -> None:
+        """Note ``count`` tokens written to the client at ``now_ns``."""
+        if self.first_token_ns is None:
+            self.first_token_ns = now_ns
+        self.last_token_ns = now_ns
+        self.completion_tokens += count
+
+    def record(self) -> dict[str, Any]:
+        """The JSONL record (``kind`` = request)."""
+        out: dict[str, Any] = {"kind": "request", **vars(self)}
+        out["headers_request_id"] = self.x_request_id or self.x_correlation_id
+        if out["end_ns"] is None:
+            out["end_ns"] = time.time_ns()
+        return out
+
+
+def reset_record(path: str, status: int, cleared_blocks: int, fault: str | None) -> dict[str, Any]:
+    """The JSONL record of one prefix-cache reset call (``kind`` = reset)."""
+    return {"kind": "reset", "path": path, "time_ns": time.time_ns(), "status": status,
+            "cleared_blocks": cleared_blocks, "fault": fault}

@@ -1,0 +1,121 @@
+"""OpenAI-compatible bodies and SSE chunks shaped as vLLM sends them (pure, orjson)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+DONE = b"data: [DONE]\n\n"
+# Deliberately broken JSON in a data: line, for the malformed-chunk fault.
+MALFORMED = b'data: {"id": "broken", "choices": [{"delta": {"content": "\n\n'
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts as reported to the client."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+
+    def body(self) -> dict[str, Any]:
+        """The OpenAI ``usage`` object with ``prompt_tokens_details.cached_tokens``."""
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+            "completion_tokens": self.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
+        }
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """The fields every chunk of one response shares."""
+
+    request_id: str
+    created: int
+    model: str
+    chat: bool
+
+    @property
+    def chunk_object(self) -> str:
+        """``object`` of a streamed chunk."""
+        return "chat.completion.chunk" if self.chat else "text_completion"
+
+
+def sse(payload: dict[str, Any]) -> bytes:
+    """One SSE event carrying ``payload`` as JSON."""
+    return b"data: " + orjson.dumps(payload) + b"\n\n"
+
+
+def _chunk(env: Envelope, choices: list[dict[str, Any]], usage: Usage | None = None) -> bytes:
+    payload: dict[str, Any] = {
+        "id": env.request_id, "object": env.chunk_object, "created": env.created,
+        "model": env.model, "choices": choices,
+    }
+    if usage is not None:
+        payload["usage"] = usage.body()
+    return sse(payload)
+
+
+def role_chunk(env: Envelope) -> bytes:
+    """The first chat chunk: the assistant role and empty content."""
+    delta = {"role": "assistant", "content": ""}
+    return _chunk(env, [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}])
+
+
+def token_chunk(env: Envelope, text: str, finish_reason: str | None) -> bytes:
+    """One generated token; the last one carries the finish reason."""
+    if env.chat:
+        choice = {"index": 0, "delta": {"content": text}, "logprobs": None,
+                  "finish_reason": finish_reason}
+    else:
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason,
+                  "stop_reason": None}
+    return _chunk(env, [choice])
+
+
+def usage_chunk(env: Envelope, usage: Usage) -> bytes:
+    """The trailing ``include_usage`` chunk: no choices, only usage."""
+    return _chunk(env, [], usage)
+
+
+def full_body(env: Envelope, text: str, finish_reason: str, usage: Usage) -> dict[str, Any]:
+    """A non-streaming chat or text completion response."""
+    if env.chat:
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": {"role": "assistant", "content": text, "reasoning_content": None,
+                        "tool_calls": []},
+            "logprobs": None, "finish_reason": finish_reason, "stop_reason": None,
+        }
+    else:
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason,
+                  "stop_reason": None, "prompt_logprobs": None}
+    return {
+        "id": env.request_id, "object": "chat.completion" if env.chat else "text_completion",
+        "created": env.created, "model": env.model, "choices": [choice],
+        "usage": usage.body(), "prompt_logprobs": None,
+    }
+
+
+def error_body(message: str, kind: str, status: int) -> dict[str, Any]:
+    """vLLM's error response shape."""
+    return {"error": {"message": message, "type": kind, "param": None, "code": status}}
+
+
+def models_body(model: str, created: int, max_model_len: int) -> dict[str, Any]:
+    """``GET /v1/models`` as vLLM answers it."""
+    card = {
+        "id": model, "object": "model", "created": created, "owned_by": "vllm",
+        "root": model, "parent": None, "max_model_len": max_model_len,
+        "permission": [{
+            "id": f"modelperm-{model}", "object": "model_permission", "created": created,
+            "allow_create_engine": False, "allow_sampling": True, "allow_logprobs": True,
+            "allow_search_indices": False, "allow_view": True, "allow_fine_tuning": False,
+            "organization": "*", "group": None, "is_blocking": False,
+        }],
+    }
+    return {"object": "list", "data": [card]}
