@@ -1,0 +1,58 @@
+"""Every validity check of one case over plain columns, assembled into one document."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from inferlab_bench.protocol import BenchLoadInput
+from inferlab_bench.validity.cache import assess_cache
+from inferlab_bench.validity.digests import sequence_digest
+from inferlab_bench.validity.dispatch import DispatchTolerances, assess_dispatch
+from inferlab_bench.validity.goodput import token_goodput
+from inferlab_bench.validity.inputs import Expectations, PhaseRecords
+from inferlab_bench.validity.report import ValidityDocument, build_document
+from inferlab_bench.validity.tokens import (
+    TokenTolerance,
+    reconcile_output_tokens,
+    reconcile_prompt_tokens,
+)
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    """Every tolerance in one place, so a caller can loosen them for a noisy machine."""
+
+    dispatch: DispatchTolerances = DispatchTolerances()
+    prompt_tokens: TokenTolerance = TokenTolerance()
+    output_tokens: TokenTolerance = TokenTolerance(rel=0.0)
+
+
+@dataclass(frozen=True)
+class CaseFacts:
+    """What the case asked for, besides the records: load, reset, expected tokens, digest."""
+
+    load: BenchLoadInput
+    expectations: Expectations | None = None
+    population_sha256: str | None = None
+    reset_requested: bool = False
+    post_reset_verdict: bool | None = None
+
+
+def assess(profiling: PhaseRecords, warmup: PhaseRecords | None, facts: CaseFacts,
+           tolerances: Tolerances = Tolerances()) -> ValidityDocument:
+    """Run every check on the profiling phase (warmup adds its cache ratio and digest)."""
+    expected = facts.expectations
+    sequences = [sequence_digest("profiling", profiling)]
+    if warmup is not None and len(warmup):
+        sequences.insert(0, sequence_digest("warmup", warmup))
+    return build_document(
+        dispatch=assess_dispatch(profiling, facts.load, tolerances.dispatch),
+        prompt_tokens=reconcile_prompt_tokens(
+            profiling, expected.input_tokens if expected else None, tolerances.prompt_tokens),
+        output_tokens=reconcile_output_tokens(
+            profiling, expected.output_tokens if expected else None, tolerances.output_tokens),
+        cache=assess_cache(profiling, warmup, facts.reset_requested, facts.post_reset_verdict),
+        goodput=token_goodput(profiling),
+        population_sha256=facts.population_sha256,
+        sequences=sequences,
+    )

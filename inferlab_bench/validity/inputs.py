@@ -1,0 +1,69 @@
+"""The plain typed inputs of every validity check: one phase's per-request columns."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+Int64Array = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class PhaseRecords:
+    """Per-request columns of one benchmark phase, all the same length, in any order.
+
+    Timestamps are wall-clock integer nanoseconds as AIPerf writes them. Token columns
+    are float so that a value the server did not report is NaN, never a silent zero.
+    ``credit_issued_ns`` is None when AIPerf did not record credit issue times.
+    ``good`` is None when no SLO was set (AIPerf then writes no good_request_count).
+    """
+
+    session_ids: tuple[str, ...]
+    start_ns: Int64Array
+    end_ns: Int64Array
+    succeeded: BoolArray
+    prompt_tokens: FloatArray
+    output_tokens: FloatArray
+    cached_prompt_tokens: FloatArray
+    credit_issued_ns: Int64Array | None = None
+    good: BoolArray | None = None
+
+    def __post_init__(self) -> None:
+        n = len(self.session_ids)
+        for name in ("start_ns", "end_ns", "succeeded", "prompt_tokens", "output_tokens",
+                     "cached_prompt_tokens", "credit_issued_ns", "good"):
+            column = getattr(self, name)
+            if column is not None and len(column) != n:
+                raise ValueError(f"PhaseRecords.{name}: {len(column)} values for {n} records")
+
+    def __len__(self) -> int:
+        return len(self.session_ids)
+
+    def send_order(self) -> npt.NDArray[np.intp]:
+        """Indices in the order requests were sent: by credit issue, then start, then id."""
+        keys: list[object] = [np.asarray(self.session_ids, dtype=object), self.start_ns]
+        if self.credit_issued_ns is not None:
+            keys.append(self.credit_issued_ns)
+        return np.lexsort(keys)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Expectations:
+    """What the population planned per session id: input tokens (as rendered) and outputs."""
+
+    input_tokens: Mapping[str, int] = field(default_factory=dict)
+    output_tokens: Mapping[str, int] = field(default_factory=dict)
+
+
+def lookup(mapping: Mapping[str, int], session_ids: tuple[str, ...]) -> FloatArray:
+    """The planned value of each session (NaN where the population has none)."""
+    return np.fromiter(
+        (float(mapping.get(sid, np.nan)) for sid in session_ids),
+        dtype=np.float64,
+        count=len(session_ids),
+    )

@@ -1,0 +1,149 @@
+"""The validity.json document (its own schema and version) and its human summary lines."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from inferlab_bench.validity.cache import CacheColdness
+from inferlab_bench.validity.digests import SequenceDigest
+from inferlab_bench.validity.dispatch import DispatchFidelity
+from inferlab_bench.validity.goodput import TokenGoodput
+from inferlab_bench.validity.tokens import TokenReconciliation
+from inferlab_bench.validity.trials import MetricSummary, NoiseComparison
+from inferlab_bench.validity.verdict import Figures, Verdict, combine
+
+VALIDITY_SCHEMA: Literal["inferlab-validity-v1"] = "inferlab-validity-v1"
+VALIDITY_SCHEMA_VERSION = 1
+
+
+class ValidityDocument(Figures):
+    """Every verdict of one case with the figures behind it; written as validity.json."""
+
+    schema_name: Literal["inferlab-validity-v1"] = VALIDITY_SCHEMA
+    schema_version: int = VALIDITY_SCHEMA_VERSION
+    verdict: Verdict
+    verdicts: dict[str, Verdict]
+    dispatch: DispatchFidelity
+    prompt_tokens: TokenReconciliation
+    output_tokens: TokenReconciliation
+    cache: CacheColdness
+    goodput: TokenGoodput
+    population_sha256: str | None
+    sequences: tuple[SequenceDigest, ...]
+    trials: tuple[MetricSummary, ...] = ()
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The document as plain JSON values (enums as their strings)."""
+        return self.model_dump(mode="json")
+
+    def failed(self) -> list[str]:
+        """Names of the verdicts that failed (what ``run --strict`` reports)."""
+        return [name for name, verdict in self.verdicts.items() if verdict is Verdict.FAIL]
+
+
+def build_document(dispatch: DispatchFidelity, prompt_tokens: TokenReconciliation,
+                   output_tokens: TokenReconciliation, cache: CacheColdness,
+                   goodput: TokenGoodput, population_sha256: str | None,
+                   sequences: Sequence[SequenceDigest],
+                   trials: Sequence[MetricSummary] = ()) -> ValidityDocument:
+    """Assemble the document; ``verdict`` combines the four named verdicts."""
+    verdicts = {
+        "load_generator_kept_up": dispatch.load_generator_kept_up,
+        "prompt_tokens_reconciled": prompt_tokens.verdict,
+        "output_lengths_honored": output_tokens.verdict,
+        "cache_cold": cache.cache_cold,
+    }
+    return ValidityDocument(
+        verdict=combine(verdicts.values()), verdicts=verdicts, dispatch=dispatch,
+        prompt_tokens=prompt_tokens, output_tokens=output_tokens, cache=cache,
+        goodput=goodput, population_sha256=population_sha256, sequences=tuple(sequences),
+        trials=tuple(trials),
+    )
+
+
+def summary_lines(doc: ValidityDocument) -> list[str]:
+    """A few human lines: each verdict with its key figures, goodput, digests, trials."""
+    lines = [
+        f"validity: {doc.verdict.value}",
+        f"  load generator kept up: {doc.verdicts['load_generator_kept_up'].value} "
+        f"({_dispatch_figures(doc.dispatch)})",
+        f"  prompt tokens reconciled: {doc.prompt_tokens.verdict.value} "
+        f"({_token_figures(doc.prompt_tokens)})",
+        f"  output lengths honored: {doc.output_tokens.verdict.value} "
+        f"({_token_figures(doc.output_tokens)})",
+        f"  cache cold: {doc.cache.cache_cold.value} ({_cache_figures(doc.cache)})",
+    ]
+    if doc.goodput.slo_set:
+        lines.append(f"  token goodput: {_goodput_figures(doc.goodput)}")
+    lines += _digest_lines(doc)
+    lines += trial_lines(doc.trials)
+    return lines
+
+
+def _dispatch_figures(d: DispatchFidelity) -> str:
+    parts = []
+    if d.target_rate is not None:
+        parts.append(f"rate {_num(d.achieved_rate)}/s of {d.target_rate:g}/s")
+        parts.append(f"CV {_num(d.interarrival_cv)} vs {_num(d.expected_interarrival_cv)}")
+    if d.asked_concurrency is not None:
+        parts.append(f"held {_num(d.held_concurrency)} of {d.asked_concurrency} in flight")
+    if d.dispatch_delay_ms is not None:
+        parts.append(f"dispatch delay p95 {d.dispatch_delay_ms.p95:.1f} ms")
+    failed = [c.name for c in d.checks if c.verdict is Verdict.FAIL]
+    if failed:
+        parts.append("failed: " + ", ".join(failed))
+    return "; ".join(parts)
+
+
+def _token_figures(t: TokenReconciliation) -> str:
+    if t.difference is None:
+        return t.check.detail
+    return (f"{t.mismatched}/{t.compared} off, {t.shorter} short, {t.longer} long; "
+            f"difference p50 {t.difference.p50:+g}, min {t.difference.minimum:+g}, "
+            f"max {t.difference.maximum:+g} tokens")
+
+
+def _cache_figures(c: CacheColdness) -> str:
+    ratios = ", ".join(f"{p.phase} read ratio {_num(p.read_ratio)}" for p in c.phases)
+    first = c.first_requests_min_cached_tokens
+    return f"{ratios}; first requests cached >= {first if first is not None else 'n/a'} tokens"
+
+
+def _goodput_figures(g: TokenGoodput) -> str:
+    return (f"{_num(g.request_goodput)} good req/s, {_num(g.good_output_token_goodput)} good "
+            f"output tok/s, {_num(g.good_total_token_goodput)} good total tok/s")
+
+
+def _digest_lines(doc: ValidityDocument) -> list[str]:
+    lines = [f"  population sha256: {doc.population_sha256 or 'n/a'}"]
+    lines += [f"  {s.phase} sequence sha256: {s.sequence_sha256} ({s.requests} requests)"
+              for s in doc.sequences]
+    return lines
+
+
+def trial_lines(summaries: Sequence[MetricSummary]) -> list[str]:
+    """One line per metric: mean and confidence interval, or why it is unknown."""
+    lines = []
+    for s in summaries:
+        if s.ci_half_width is None:
+            lines.append(f"  {s.metric}: {s.mean:.4g} (1 trial: confidence interval unknown)")
+        else:
+            lines.append(f"  {s.metric}: {s.mean:.4g} ± {s.ci_half_width:.3g} "
+                         f"({s.confidence:.0%} CI, {s.trials} trials)")
+    return lines
+
+
+def comparison_lines(comparisons: Sequence[NoiseComparison]) -> list[str]:
+    """One line per metric: the difference b - a and whether it is beyond noise."""
+    lines = []
+    for c in comparisons:
+        p = "" if c.p_value is None else f", p={c.p_value:.3g}"
+        noise = c.noise.replace("_", " ")
+        lines.append(f"  {c.metric}: {c.a_mean:.4g} -> {c.b_mean:.4g} "
+                     f"({c.difference:+.4g}{p}): {noise}")
+    return lines
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3g}"

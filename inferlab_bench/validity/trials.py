@@ -1,0 +1,160 @@
+"""Repeated trials: mean and t-based confidence interval per metric, and Welch's comparison.
+
+With one trial the spread is unknown, and so is every interval and comparison built on
+it: those fields are None and the verdicts say ``unknown``, never a made-up zero.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from scipy.special import stdtr, stdtrit
+
+from inferlab_bench.validity.inputs import FloatArray
+from inferlab_bench.validity.verdict import Figures, Verdict
+
+CONFIDENCE = 0.95
+HEADLINE_METRICS = (
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    "p50_ttft_ms",
+    "p99_ttft_ms",
+    "p50_tpot_ms",
+    "p50_request_latency_ms",
+    "p99_request_latency_ms",
+    "goodput",
+    "good_request_ratio",
+)
+
+Noise = Literal["beyond_noise", "within_noise", "unknown"]
+
+
+class MetricSummary(Figures):
+    """One metric over repeated trials; ``verdict`` is unknown below two trials."""
+
+    metric: str
+    trials: int
+    mean: float
+    stddev: float | None
+    ci_low: float | None
+    ci_high: float | None
+    ci_half_width: float | None
+    confidence: float
+    verdict: Verdict
+
+
+class NoiseComparison(Figures):
+    """Welch's two-sample t-test of metric b against metric a."""
+
+    metric: str
+    a_trials: int
+    b_trials: int
+    a_mean: float
+    b_mean: float
+    difference: float
+    relative_difference: float | None
+    t_statistic: float | None
+    degrees_of_freedom: float | None
+    p_value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    confidence: float
+    noise: Noise
+
+
+def t_quantile(confidence: float, df: float) -> float:
+    """Two-sided Student t critical value: P(|T| <= q) = confidence."""
+    return float(stdtrit(df, 0.5 + confidence / 2.0))
+
+
+def summarize(metric: str, values: Sequence[float],
+              confidence: float = CONFIDENCE) -> MetricSummary:
+    """Mean, sample stddev and t-interval of the mean of one metric's trial values."""
+    array = np.asarray(values, dtype=np.float64)
+    if array.size == 0 or not np.isfinite(array).all():
+        raise ValueError(f"{metric}: trial values must be finite and non-empty, got {values!r}")
+    n, mean = int(array.size), float(array.mean())
+    if n < 2:
+        return MetricSummary(metric=metric, trials=n, mean=mean, stddev=None, ci_low=None,
+                             ci_high=None, ci_half_width=None, confidence=confidence,
+                             verdict=Verdict.UNKNOWN)
+    stddev = float(array.std(ddof=1))
+    half = t_quantile(confidence, n - 1) * stddev / math.sqrt(n)
+    return MetricSummary(metric=metric, trials=n, mean=mean, stddev=stddev, ci_low=mean - half,
+                         ci_high=mean + half, ci_half_width=half, confidence=confidence,
+                         verdict=Verdict.PASS)
+
+
+def trial_values(trials: Sequence[Mapping[str, float]], metric: str) -> list[float] | None:
+    """The metric's value in every trial (None when some trial lacks it)."""
+    if not all(metric in trial for trial in trials):
+        return None
+    return [float(trial[metric]) for trial in trials]
+
+
+def summarize_trials(trials: Sequence[Mapping[str, float]],
+                     metrics: Sequence[str] = HEADLINE_METRICS,
+                     confidence: float = CONFIDENCE) -> tuple[MetricSummary, ...]:
+    """A summary for each listed metric present in every trial's metrics."""
+    found = ((m, trial_values(trials, m)) for m in metrics)
+    return tuple(summarize(m, values, confidence) for m, values in found if values)
+
+
+@dataclass(frozen=True)
+class _WelchTest:
+    t_statistic: float | None = None
+    degrees_of_freedom: float | None = None
+    p_value: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    noise: Noise = "unknown"
+
+
+def welch(metric: str, a: Sequence[float], b: Sequence[float],
+          confidence: float = CONFIDENCE) -> NoiseComparison:
+    """Whether mean(b) - mean(a) is beyond the trial-to-trial noise (two-sided Welch test)."""
+    xa, xb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if xa.size == 0 or xb.size == 0:
+        raise ValueError(f"{metric}: both samples need at least one trial")
+    ma, mb = float(xa.mean()), float(xb.mean())
+    test = _welch_test(xa, xb, confidence) if min(xa.size, xb.size) >= 2 else _WelchTest()
+    return NoiseComparison(
+        metric=metric, a_trials=int(xa.size), b_trials=int(xb.size), a_mean=ma, b_mean=mb,
+        difference=mb - ma, relative_difference=(mb - ma) / abs(ma) if ma else None,
+        t_statistic=test.t_statistic, degrees_of_freedom=test.degrees_of_freedom,
+        p_value=test.p_value, ci_low=test.ci_low, ci_high=test.ci_high,
+        confidence=confidence, noise=test.noise,
+    )
+
+
+def _welch_test(xa: FloatArray, xb: FloatArray, confidence: float) -> _WelchTest:
+    va, vb = float(xa.var(ddof=1)) / xa.size, float(xb.var(ddof=1)) / xb.size
+    diff, se = float(xb.mean() - xa.mean()), math.sqrt(va + vb)
+    if se == 0:
+        # No spread in either sample: any difference at all exceeds the observed noise.
+        return _WelchTest(p_value=1.0 if diff == 0 else 0.0, ci_low=diff, ci_high=diff,
+                          noise="within_noise" if diff == 0 else "beyond_noise")
+    df = (va + vb) ** 2 / (va**2 / (xa.size - 1) + vb**2 / (xb.size - 1))
+    t = diff / se
+    p = float(2.0 * stdtr(df, -abs(t)))
+    half = t_quantile(confidence, df) * se
+    return _WelchTest(t_statistic=t, degrees_of_freedom=df, p_value=p, ci_low=diff - half,
+                      ci_high=diff + half,
+                      noise="beyond_noise" if p < 1 - confidence else "within_noise")
+
+
+def compare_trials(a: Sequence[Mapping[str, float]], b: Sequence[Mapping[str, float]],
+                   metrics: Sequence[str] = HEADLINE_METRICS,
+                   confidence: float = CONFIDENCE) -> tuple[NoiseComparison, ...]:
+    """Welch's comparison for each listed metric present in every trial of both sides."""
+    out = []
+    for metric in metrics:
+        va, vb = trial_values(a, metric), trial_values(b, metric)
+        if va and vb:
+            out.append(welch(metric, va, vb, confidence))
+    return tuple(out)
