@@ -51,16 +51,17 @@ class Simulator:
 
     async def generate(self, request: Request, *, chat: bool) -> Response:
         """Serve ``/v1/chat/completions`` (chat) or ``/v1/completions``."""
-        arrival_ns = time.time_ns()
+        arrival_ns, arrival_monotonic = time.time_ns(), time.monotonic()
         parsed = parse(await request.body(), chat=chat)
         if isinstance(parsed, Rejection):
             return _error(parsed)
         if parsed.model is not None and parsed.model != self.config.model:
             return _error(Rejection(404, f"The model `{parsed.model}` does not exist.",
                                     "NotFoundError"))
-        return await self._serve(request, parsed, arrival_ns)
+        return await self._serve(request, parsed, arrival_ns, arrival_monotonic)
 
-    async def _serve(self, request: Request, parsed: GenerationRequest, arrival_ns: int) -> Response:
+    async def _serve(self, request: Request, parsed: GenerationRequest, arrival_ns: int,
+                     arrival_monotonic: float) -> Response:
         try:
             token_ids = self._token_ids(parsed)
         except TokenizerError as exc:
@@ -75,10 +76,11 @@ class Simulator:
         trace.fault = plan.fault
         if plan.stall_seconds:
             await asyncio.sleep(plan.stall_seconds)
+            arrival_monotonic = time.monotonic()  # the stall comes on top of the model
         if plan.error_status is not None:
             return self._reject(trace, Rejection(plan.error_status, "injected fault", _kind(plan.error_status)))
         env = wire.Envelope(trace.request_id, int(time.time()), self.config.model, chat=parsed.chat)
-        job = Job(parsed, token_ids, plan, env, trace, index)
+        job = Job(parsed, token_ids, plan, env, trace, index, arrival_monotonic)
         kind = StreamingGeneration if parsed.stream else CompleteGeneration
         return kind(self.backend, job)
 

@@ -35,6 +35,7 @@ class Job:
     envelope: wire.Envelope
     trace: RequestTrace
     index: int
+    arrival_monotonic: float
 
     def usage(self) -> wire.Usage:
         """Usage as reported (the prompt-tokens fault applies here only)."""
@@ -54,11 +55,12 @@ class Backend:
 
 async def timed_tokens(backend: Backend, job: Job) -> AsyncIterator[int]:
     """Yield token positions 0..n-1, each at its modeled time, holding a slot meanwhile."""
-    await backend.scheduler.acquire(job.index)
+    at_once = await backend.scheduler.acquire(job.index)
     try:
         job.trace.admitted_ns = time.time_ns()
         job.trace.cached_tokens = backend.cache.lookup(job.token_ids)
-        clock = SequenceClock(backend.scheduler.engine)
+        start = job.arrival_monotonic if at_once else time.monotonic()
+        clock = SequenceClock(backend.scheduler, start)
         await clock.prefill(len(job.token_ids) - job.trace.cached_tokens)
         backend.cache.insert(job.token_ids)
         for position in range(job.plan.output_tokens):

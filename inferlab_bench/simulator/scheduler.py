@@ -8,11 +8,28 @@ import time
 from inferlab_bench.simulator.latency import Engine
 
 
-async def sleep_until(target: float) -> None:
-    """Sleep until ``time.monotonic()`` reaches ``target``; return at once if it has."""
-    delay = target - time.monotonic()
-    if delay > 0:
+class Sleeper:
+    """Sleeps to absolute ``time.monotonic()`` targets, learning the loop's timer overshoot.
+
+    Event-loop timers run on a 1 ms grid (libuv under uvicorn's uvloop, epoll otherwise),
+    so a plain sleep ends a few tenths of a millisecond late on average. Each wake-up
+    feeds its error back into ``lead`` (how early to wake), which settles where the
+    mean error is zero. Targets are absolute, so errors never accumulate into drift.
+    """
+
+    def __init__(self, lead: float = 0.0002, gain: float = 0.05, max_lead: float = 0.001) -> None:
+        self.lead = lead
+        self.gain = gain
+        self.max_lead = max_lead
+
+    async def until(self, target: float) -> None:
+        """Return at ``target`` (or at once if it has passed)."""
+        delay = target - time.monotonic() - self.lead
+        if delay <= 0:
+            return
         await asyncio.sleep(delay)
+        error = time.monotonic() - target
+        self.lead = min(max(self.lead + self.gain * error, 0.0), self.max_lead)
 
 
 class Scheduler:
@@ -20,15 +37,20 @@ class Scheduler:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        # Prefill and decode waits are armed at different points of a loop iteration and
+        # overshoot differently, so each learns its own lead.
+        self.prefill_sleeper = Sleeper()
+        self.decode_sleeper = Sleeper()
         self._waiters: dict[int, asyncio.Future[None]] = {}
 
-    async def acquire(self, seq: int) -> None:
-        """Return once ``seq`` holds a slot (at once when one is free)."""
+    async def acquire(self, seq: int) -> bool:
+        """Return once ``seq`` holds a slot; True if one was free at once (no queueing)."""
         if self.engine.arrive(seq):
-            return
+            return True
         waiter = asyncio.get_running_loop().create_future()
         self._waiters[seq] = waiter
         await waiter
+        return False
 
     def release(self, seq: int) -> None:
         """Free the slot of ``seq`` (or its place in the queue) and wake who gets a slot."""
@@ -47,16 +69,25 @@ class SequenceClock:
     schedule to now instead of bursting tokens out to catch up.
     """
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.due = time.monotonic()
+    def __init__(self, scheduler: Scheduler, start: float) -> None:
+        self.engine = scheduler.engine
+        self._prefill = scheduler.prefill_sleeper
+        self._decode = scheduler.decode_sleeper
+        self.due = start
 
     async def prefill(self, uncached_tokens: int) -> None:
-        """Sleep through the prefill of a just-admitted sequence."""
-        self.due = time.monotonic() + self.engine.prefill_seconds(uncached_tokens)
-        await sleep_until(self.due)
+        """Sleep through the prefill, counted from ``start`` (arrival, or admission if queued).
+
+        Counting from arrival keeps the server's own parsing and tokenizing inside the
+        modeled TTFT instead of adding to it.
+        """
+        self.due += self.engine.prefill_seconds(uncached_tokens)
+        # Yield once first: a timer armed late in a busy loop iteration (after parsing and
+        # tokenizing) is measured from a stale loop clock and fires ~0.5 ms late.
+        await asyncio.sleep(0)
+        await self._prefill.until(self.due)
 
     async def next_token(self) -> None:
         """Sleep one inter-token gap past the previous due time."""
         self.due = max(self.due + self.engine.inter_token_seconds(), time.monotonic())
-        await sleep_until(self.due)
+        await self._decode.until(self.due)
