@@ -18,7 +18,8 @@ thing, what was expected, what was found. ``hint`` says what to do about it.
     ├── ServerError              the inference server (reset, probe) misbehaved
     │   └── PrefixCacheResetError
     ├── LoadGeneratorError       AIPerf could not be run or stopped abnormally
-    │   └── DeadlineExceededError    the case budget ran out
+    │   ├── DeadlineExceededError    the case budget ran out
+    │   └── CaseInterruptedError     SIGTERM/SIGINT stopped the case
     ├── RecordsError             AIPerf's outputs are missing, corrupt or inconsistent
     └── MetricsError             a required metric is missing or not finite
 """
@@ -113,6 +114,10 @@ class LoadGeneratorError(InferlabError):
 
 class DeadlineExceededError(LoadGeneratorError):
     """The case budget ran out before the load finished."""
+
+
+class CaseInterruptedError(LoadGeneratorError):
+    """A signal (SIGTERM, SIGINT) stopped the case before the load finished."""
 
 
 class RecordsError(InferlabError):

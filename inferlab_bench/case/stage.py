@@ -1,10 +1,344 @@
-"""Case stage entry point (placeholder until the case issue lands)."""
+"""Case stage: prefix-cache reset, one AIPerf run, records -> BenchClientResult."""
 
 from __future__ import annotations
 
-from inferlab_bench.errors import InferlabError
-from inferlab_bench.protocol import BenchClientRequest, BenchClientResult
+import hashlib
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import orjson
+
+from inferlab_bench.atomic import write_bytes_atomic
+from inferlab_bench.case import aiperf_config, metrics, reset, runner, slo, validity
+from inferlab_bench.case.aiperf_plugin.hook import ENV_VAR, HookSettings
+from inferlab_bench.case.records import CaseRecords, read_json_file, read_records
+from inferlab_bench.errors import (
+    CaseInterruptedError,
+    DeadlineExceededError,
+    DigestMismatchError,
+    InferlabError,
+    LoadGeneratorError,
+    PopulationError,
+    PrefixCacheResetError,
+    RecordsError,
+)
+from inferlab_bench.protocol import (
+    BenchClientRequest,
+    BenchClientResult,
+    BenchRequestSloResult,
+    ClientStatus,
+    DatasetSource,
+    RandomSource,
+    RawArtifact,
+)
+
+RESULT_RESERVE_SECONDS = 2.0
+"""Budget kept back from AIPerf for reading its outputs and writing the result."""
+_PREFIX = aiperf_config.ARTIFACT_PREFIX
 
 
-def run_case(request: BenchClientRequest) -> BenchClientResult:
-    raise InferlabError("case: not implemented yet")
+@dataclass(frozen=True)
+class CaseOptions:
+    """What the command line adds to the request."""
+
+    prefix_cache_reset: str | None = None
+    """``vllm|sglang|tokenspeed|none|METHOD:/path``; None = decide from the server."""
+    echo: IO[str] | None = None
+    """Where AIPerf's output is streamed (stderr when None)."""
+
+
+@dataclass
+class _Case:
+    """The running case: its paths and what has been produced so far."""
+
+    request: BenchClientRequest
+    options: CaseOptions
+    deadline: float
+    artifacts: list[RawArtifact] = field(default_factory=list)
+    command: list[str] = field(default_factory=list)
+    exit_code: int | None = None
+
+    @property
+    def root(self) -> Path:
+        return self.request.artifact_dir
+
+    @property
+    def aiperf_dir(self) -> Path:
+        return self.root / "aiperf"
+
+    def add(self, name: str, kind: str, path: Path) -> None:
+        if path.exists() and all(a.path != path for a in self.artifacts):
+            self.artifacts.append(RawArtifact(name=name, kind=kind, path=path))
+
+    def write_json(self, name: str, kind: str, document: Any) -> Path:
+        path = self.root / f"{name}.json"
+        write_bytes_atomic(path, orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
+        self.add(name, kind, path)
+        return path
+
+
+def run_case(request: BenchClientRequest, options: CaseOptions | None = None) -> BenchClientResult:
+    """Run one case; always returns a result (failed ones carry the error and artifacts)."""
+    case = _Case(request, options or CaseOptions(), time.monotonic() + request.case_budget_seconds)
+    try:
+        return _run(case)
+    except InferlabError as exc:
+        return _failed(case, str(exc))
+
+
+def _run(case: _Case) -> BenchClientResult:
+    request = case.request
+    case.root.mkdir(parents=True, exist_ok=True)
+    _check_population(request)
+    target = _reset_target(case)
+    with_warmup_reset = target is not None and request.case.warmup_request_count > 0
+    plan = aiperf_config.build_plan(
+        request,
+        aiperf_dir=case.aiperf_dir,
+        timeout_seconds=_remaining(case),
+        reset_after_warmup=with_warmup_reset,
+    )
+    config_path = case.write_json("aiperf-config", "config", plan.config)
+    case.write_json("request-body", "request_body", plan.body.as_json())
+    if request.population is not None:
+        case.add("population", "inputs", request.population.path)
+    if target is not None and not with_warmup_reset:
+        _reset_now(case, target)
+    outcome = _run_aiperf(case, config_path, target if with_warmup_reset else None)
+    return _measure(case, outcome, reset_checked=target is not None)
+
+
+def _check_population(request: BenchClientRequest) -> None:
+    if not isinstance(request.definition.request_source, DatasetSource):
+        return
+    population = request.population
+    if population is None:
+        raise PopulationError("population: a dataset request source needs a population")
+    try:
+        data = population.path.read_bytes()
+    except OSError as exc:
+        raise PopulationError(f"population.path {population.path}: cannot read ({exc.strerror or exc})") from exc
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != population.sha256:
+        raise DigestMismatchError(f"population {population.path}", population.sha256, digest)
+    needed, present = aiperf_config.total_entries(request), data.count(b"\n")
+    if present < needed:
+        raise PopulationError(
+            f"population {population.path}: {present} entries, the case needs {needed} "
+            f"(warmup {request.case.warmup_request_count} + requests {request.case.request_count})",
+            hint="prepare a larger population or lower request_count / warmup_request_count",
+        )
+
+
+def _reset_target(case: _Case) -> reset.ResetTarget | None:
+    if not case.request.definition.reset_prefix_cache:
+        return None
+    option = case.options.prefix_cache_reset
+    if option is None:
+        return reset.detect_target(case.request.endpoint.base_url)
+    target = reset.parse_reset_option(option)
+    if target is None:
+        raise PrefixCacheResetError(
+            f"definition.reset_prefix_cache is true but --prefix-cache-reset {option} "
+            "names a server without a prefix-cache reset",
+            hint="run the case without reset_prefix_cache, or give the reset method and path",
+        )
+    return target
+
+
+def _reset_now(case: _Case, target: reset.ResetTarget) -> None:
+    # Without warmup nothing runs between this call and the first profiling request.
+    call = reset.reset_prefix_cache(case.request.endpoint.base_url, target, timeout=min(30.0, _remaining(case)))
+    path = case.root / "reset-evidence.json"
+    reset.write_evidence(path, target, [call], when="before-run")
+    case.add("reset-evidence", "reset_evidence", path)
+    reset.raise_unless_ok(call)
+
+
+def _run_aiperf(case: _Case, config_path: Path, hook_target: reset.ResetTarget | None) -> runner.RunOutcome:
+    env = _environment(case.request.model.locator)
+    if hook_target is not None:
+        settings = HookSettings(
+            base_url=case.request.endpoint.base_url,
+            target=hook_target,
+            timeout=min(30.0, _remaining(case)),
+            evidence_path=case.root / "reset-evidence.json",
+        )
+        env[ENV_VAR] = settings.to_env()
+    case.aiperf_dir.mkdir(parents=True, exist_ok=True)
+    log_path = case.root / "aiperf-output.log"
+    case.command = runner.aiperf_command(config_path)
+    try:
+        outcome = runner.run_aiperf(
+            config_path,
+            log_path=log_path,
+            deadline=case.deadline - RESULT_RESERVE_SECONDS,
+            env=env,
+            echo=case.options.echo,
+        )
+    finally:
+        _collect_outputs(case, log_path)
+    case.exit_code = outcome.exit_code
+    _check_outcome(case, outcome, hook_target is not None)
+    return outcome
+
+
+def _environment(locator: str) -> dict[str, str]:
+    env = dict(os.environ)
+    if Path(locator).is_dir():
+        # A local directory never touches the network; AIPerf 0.13's offline mode would
+        # wrongly treat the path as a hub repo id (snapshot_download) and fail.
+        env.pop("HF_HUB_OFFLINE", None)
+        env.pop("TRANSFORMERS_OFFLINE", None)
+    else:
+        env["HF_HUB_OFFLINE"] = "1"
+        env["TRANSFORMERS_OFFLINE"] = "1"
+    env.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    return env
+
+
+def _collect_outputs(case: _Case, log_path: Path) -> None:
+    case.add("aiperf-output", "log", log_path)
+    case.add("aiperf-log", "log", case.aiperf_dir / "logs" / "aiperf.log")
+    case.add("summary", "summary", case.aiperf_dir / f"{_PREFIX}.json")
+    case.add("records", "records", case.aiperf_dir / f"{_PREFIX}.jsonl")
+    case.add("raw-records", "raw_records", case.aiperf_dir / f"{_PREFIX}_raw.jsonl")
+    case.add("phase-manifest", "phase_manifest", case.aiperf_dir / "phase_manifest.json")
+    case.add("reset-evidence", "reset_evidence", case.root / "reset-evidence.json")
+
+
+def _check_outcome(case: _Case, outcome: runner.RunOutcome, hooked: bool) -> None:
+    if outcome.interrupted:
+        raise CaseInterruptedError(
+            f"case interrupted by a signal after {outcome.duration:.1f} s; AIPerf was stopped "
+            f"(exit code {outcome.exit_code})",
+            hint="the partial AIPerf outputs are listed in raw_artifacts",
+        )
+    if outcome.timed_out:
+        raise DeadlineExceededError(
+            f"case_budget_seconds {case.request.case_budget_seconds:g} ran out while AIPerf was "
+            f"running ({outcome.duration:.1f} s); AIPerf was stopped",
+            hint="raise the budget or lower request_count; the server may be stalling",
+        )
+    if hooked:
+        _check_hook_reset(case)
+    if outcome.exit_code != 0:
+        raise LoadGeneratorError(
+            f"AIPerf exited with code {outcome.exit_code}: {_log_reason(outcome.log_path)}",
+            hint=f"see {outcome.log_path}",
+        )
+
+
+def _check_hook_reset(case: _Case) -> None:
+    calls = reset.read_evidence(case.root / "reset-evidence.json")
+    if not calls:
+        raise PrefixCacheResetError(
+            "the prefix-cache reset after warmup never ran (warmup did not finish?)",
+            hint="see the AIPerf log",
+        )
+    reset.raise_unless_ok(calls[-1])
+
+
+def _log_reason(log_path: Path, limit: int = 400) -> str:
+    try:
+        lines = log_path.read_text(errors="replace").splitlines()
+    except OSError:
+        return "no output"
+    reasons = [line.strip(" │") for line in lines if "Reason:" in line or " ERROR " in line]
+    text = (reasons[0] if reasons else (lines[-1] if lines else "no output")).strip()
+    return text[:limit]
+
+
+def _measure(case: _Case, outcome: runner.RunOutcome, *, reset_checked: bool) -> BenchClientResult:
+    request = case.request
+    records = read_records(case.aiperf_dir / f"{_PREFIX}.jsonl")
+    summary = read_json_file(case.aiperf_dir / f"{_PREFIX}.json", "summary")
+    _check_validity(case, records)
+    profiling = records.profiling
+    slo_evidence = _slo(case, records, summary)
+    completed = int(np.sum(~(profiling.has_error | profiling.was_cancelled)))
+    scope = metrics.MetricScope(
+        tpot_applicable=_tpot_applicable(request),
+        latencies_measured=completed > 0,
+        cache_reads_reported=profiling.reports("usage_prompt_cache_read_tokens")
+        and metrics.summary_value(summary, metrics.CACHE_READ_TAG) is not None,
+        slo_set=request.definition.request_slo is not None,
+    )
+    normalized = metrics.normalize(summary, scope, slo_evidence)
+    if reset_checked:
+        _cold_start(case, records)
+    return BenchClientResult(
+        status=ClientStatus.SUCCEEDED,
+        completed_requests=completed,
+        failed_requests=len(profiling) - completed,
+        metrics=normalized,
+        request_slo=slo_evidence,
+        native_command=case.command,
+        native_exit_code=case.exit_code,
+        raw_artifacts=case.artifacts,
+    )
+
+
+def _check_validity(case: _Case, records: CaseRecords) -> None:
+    shape = case.request.case
+    validity.check_warmup_complete(records.warmup, shape.warmup_request_count)
+    if isinstance(case.request.definition.request_source, DatasetSource):
+        validity.check_population_identity(records, shape.warmup_request_count, shape.request_count)
+    slo.check_profiling_records(records.profiling)
+    if len(records.profiling) != shape.request_count:
+        raise RecordsError(
+            f"profiling: expected {shape.request_count} records, AIPerf wrote {len(records.profiling)}"
+        )
+
+
+def _slo(case: _Case, records: CaseRecords, summary: dict[str, Any]) -> BenchRequestSloResult | None:
+    if case.request.definition.request_slo is None:
+        return None
+    return slo.slo_result(
+        records.profiling,
+        request_count=case.request.case.request_count,
+        native_good_count=metrics.summary_value(summary, "good_request_count"),
+    )
+
+
+def _cold_start(case: _Case, records: CaseRecords) -> None:
+    shape = case.request.case.load_shape
+    wave = getattr(shape, "concurrency", None) or case.request.case.request_count
+    verdict = validity.cold_start_verdict(
+        records.profiling, first_wave=min(wave, case.request.case.request_count), shared_prefix_bound=None
+    )
+    case.write_json(
+        "cold-start",
+        "reset_evidence",
+        {"schema_version": 1, "verdict": None if verdict is None else verdict.as_json()},
+    )
+    if verdict is not None and not verdict.cold:
+        raise PrefixCacheResetError(
+            f"the prefix cache was not cold after the reset: {verdict.reason}",
+            hint="the server accepted the reset call but kept its cache",
+        )
+
+
+def _tpot_applicable(request: BenchClientRequest) -> bool:
+    source = request.definition.request_source
+    if isinstance(source, RandomSource):
+        return source.output_tokens >= 2
+    return request.population is not None and request.population.tpot_applicable
+
+
+def _remaining(case: _Case) -> float:
+    return case.deadline - time.monotonic() - RESULT_RESERVE_SECONDS
+
+
+def _failed(case: _Case, message: str) -> BenchClientResult:
+    return BenchClientResult(
+        status=ClientStatus.FAILED,
+        native_command=case.command,
+        native_exit_code=case.exit_code,
+        raw_artifacts=case.artifacts,
+        error=message,
+    )

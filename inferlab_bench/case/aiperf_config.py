@@ -1,0 +1,270 @@
+"""Pure translation of a BenchClientRequest into the AIPerf 0.13 config (``schemaVersion`` 2.0)."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from inferlab_bench.errors import ConfigurationError
+from inferlab_bench.protocol import (
+    BenchClientRequest,
+    BenchRequestSloInput,
+    ConcurrencyLimited,
+    DatasetSource,
+    RandomSource,
+    RequestRateLimited,
+    UnboundedRequestRate,
+)
+
+AIPERF_SCHEMA_VERSION = "2.0"
+ARTIFACT_PREFIX = "profile"
+RESET_AFTER_WARMUP_TIMING_MODE = "inferlab_reset_after_warmup"
+"""Our timing strategy (registered through the ``aiperf.plugins`` entry point)."""
+
+BODY_DEFAULTS: dict[str, Any] = {
+    "ignore_eos": True,
+    "n": 1,
+    "stream_options": {"include_usage": True},
+}
+
+_SLO_TAGS = {
+    "request_latency_ms": "request_latency",
+    "ttft_ms": "time_to_first_token",
+    "tpot_ms": "inter_token_latency",
+}
+
+
+@dataclass(frozen=True)
+class RequestBodyRecord:
+    """The request body AIPerf sends, how it was made, and which defaults it replaced."""
+
+    defaults: dict[str, Any]
+    requested: dict[str, Any]
+    body: dict[str, Any]
+    replaced: dict[str, dict[str, Any]]
+    """Dotted path -> {"default": ..., "value": ...} for every default the request changed."""
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": 1,
+            "defaults": self.defaults,
+            "request_body": self.requested,
+            "body": self.body,
+            "replaced_defaults": self.replaced,
+        }
+
+
+@dataclass(frozen=True)
+class AiperfPlan:
+    """Everything the runner needs: the config dict and the request-body record."""
+
+    config: dict[str, Any]
+    body: RequestBodyRecord
+    reset_after_warmup: bool
+
+
+def build_request_body(request: BenchClientRequest) -> RequestBodyRecord:
+    """Deep-merge the defaults under ``definition.request_body`` and record what was replaced."""
+    defaults = copy.deepcopy(BODY_DEFAULTS)
+    source = request.definition.request_source
+    if isinstance(source, RandomSource):
+        defaults["min_tokens"] = source.output_tokens
+    requested = _plain(request.definition.request_body)
+    replaced: dict[str, dict[str, Any]] = {}
+    body = _deep_merge(defaults, requested, "", replaced)
+    return RequestBodyRecord(defaults=defaults, requested=requested, body=body, replaced=replaced)
+
+
+def build_plan(
+    request: BenchClientRequest,
+    *,
+    aiperf_dir: Path,
+    timeout_seconds: float,
+    reset_after_warmup: bool = False,
+) -> AiperfPlan:
+    """The AIPerf config for ``request``; ConfigurationError when the case cannot be expressed."""
+    _check_case(request)
+    if timeout_seconds <= 0:
+        raise ConfigurationError(
+            f"case_budget_seconds: no time left for the load ({timeout_seconds:.3f} s remain)",
+            hint="give the case a larger budget",
+        )
+    if reset_after_warmup and request.case.warmup_request_count == 0:
+        raise ConfigurationError("reset after warmup asked for a case without warmup")
+    body = build_request_body(request)
+    benchmark: dict[str, Any] = {
+        "model": request.model.served_name,
+        "endpoint": _endpoint(request, body.body, timeout_seconds),
+        "dataset": _dataset(request),
+        "profiling": _profiling(request, reset_after_warmup),
+        "tokenizer": {"name": request.model.locator},
+        "runtime": {"ui": "none"},
+        "gpuTelemetry": {"enabled": False},
+        "serverMetrics": {"enabled": False},
+        "artifacts": _artifacts(aiperf_dir),
+    }
+    if request.case.warmup_request_count:
+        benchmark["warmup"] = _warmup(request)
+    slos = slo_config(request.definition.request_slo)
+    if slos:
+        benchmark["slos"] = slos
+    config = {
+        "schemaVersion": AIPERF_SCHEMA_VERSION,
+        "randomSeed": request.definition.seed,
+        "benchmark": benchmark,
+    }
+    return AiperfPlan(config=config, body=body, reset_after_warmup=reset_after_warmup)
+
+
+def total_entries(request: BenchClientRequest) -> int:
+    """Dataset entries the case consumes: warmup first, then the profiling requests."""
+    return request.case.warmup_request_count + request.case.request_count
+
+
+def slo_config(slo: BenchRequestSloInput | None) -> dict[str, float]:
+    """Our SLO fields (milliseconds) under AIPerf's metric tags."""
+    if slo is None:
+        return {}
+    values = {field: getattr(slo, field) for field in _SLO_TAGS}
+    return {_SLO_TAGS[field]: value for field, value in values.items() if value is not None}
+
+
+def _check_case(request: BenchClientRequest) -> None:
+    case = request.case
+    if case.request_count < 1:
+        raise ConfigurationError("case.request_count: expected at least 1 request (found 0)")
+    shape = case.load_shape
+    if case.warmup_request_count and not isinstance(shape, ConcurrencyLimited):
+        raise ConfigurationError(
+            f"case.warmup_request_count: warmup needs a concurrency_limited load, "
+            f"found {shape.kind} with {case.warmup_request_count} warmup requests",
+            hint="set warmup_request_count to 0 or use a concurrency_limited load shape",
+        )
+    if isinstance(shape, ConcurrencyLimited) and shape.concurrency < 1:
+        raise ConfigurationError("case.load_shape.concurrency: expected at least 1 (found 0)")
+    if isinstance(shape, RequestRateLimited):
+        _check_rate(shape)
+    slo = request.definition.request_slo
+    if slo is not None and not slo_config(slo):
+        raise ConfigurationError(
+            "definition.request_slo: no bound set (request_latency_ms, ttft_ms or tpot_ms)"
+        )
+
+
+def _check_rate(shape: RequestRateLimited) -> None:
+    if shape.request_rate <= 0:
+        raise ConfigurationError(
+            f"case.load_shape.request_rate: expected > 0 (found {shape.request_rate})"
+        )
+    if shape.burstiness is not None and shape.burstiness <= 0:
+        raise ConfigurationError(
+            f"case.load_shape.burstiness: expected > 0 (found {shape.burstiness})"
+        )
+
+
+def _endpoint(request: BenchClientRequest, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+    endpoint = request.endpoint
+    return {
+        "url": endpoint.base_url,
+        "path": endpoint.chat_completions_path,
+        "type": "chat",
+        "streaming": True,
+        "timeout": round(timeout, 3),
+        "useServerTokenCount": True,
+        "extra": body,
+    }
+
+
+def _dataset(request: BenchClientRequest) -> dict[str, Any]:
+    source = request.definition.request_source
+    entries = total_entries(request)
+    if isinstance(source, DatasetSource):
+        population = request.population
+        if population is None:
+            raise ConfigurationError(
+                "population: a dataset request source needs the prepared population",
+                hint="run `inferlab-bench prepare` and pass its population in the request",
+            )
+        return {
+            "type": "file",
+            "path": str(population.path),
+            "format": "mooncake_trace",
+            "entries": entries,
+            "sampling": "sequential",
+        }
+    if source.input_tokens < 1 or source.output_tokens < 1:
+        raise ConfigurationError(
+            f"definition.request_source: random prompts need input_tokens and output_tokens "
+            f">= 1 (found {source.input_tokens}, {source.output_tokens})"
+        )
+    return {
+        "type": "synthetic",
+        "entries": entries,
+        "randomSeed": request.definition.seed,
+        "sampling": "sequential",
+        "prompts": {"isl": source.input_tokens, "osl": source.output_tokens},
+    }
+
+
+def _profiling(request: BenchClientRequest, reset_after_warmup: bool) -> dict[str, Any]:
+    shape = request.case.load_shape
+    count = request.case.request_count
+    phase: dict[str, Any]
+    if isinstance(shape, ConcurrencyLimited):
+        phase = {"type": "concurrency", "concurrency": shape.concurrency}
+    elif isinstance(shape, RequestRateLimited) and shape.burstiness is None:
+        phase = {"type": "poisson", "rate": shape.request_rate}
+    elif isinstance(shape, RequestRateLimited):
+        phase = {"type": "gamma", "rate": shape.request_rate, "smoothness": shape.burstiness}
+    else:
+        assert isinstance(shape, UnboundedRequestRate)
+        phase = {"type": "concurrency", "concurrency": count}
+    phase["requests"] = count
+    if reset_after_warmup:
+        phase["timingMode"] = RESET_AFTER_WARMUP_TIMING_MODE
+    return phase
+
+
+def _warmup(request: BenchClientRequest) -> dict[str, Any]:
+    shape = request.case.load_shape
+    assert isinstance(shape, ConcurrencyLimited)
+    return {
+        "type": "concurrency",
+        "concurrency": shape.concurrency,
+        "requests": request.case.warmup_request_count,
+    }
+
+
+def _artifacts(aiperf_dir: Path) -> dict[str, Any]:
+    return {
+        "dir": str(aiperf_dir),
+        "prefix": ARTIFACT_PREFIX,
+        "summary": ["json"],
+        "records": ["jsonl"],
+        "raw": True,
+    }
+
+
+def _deep_merge(
+    base: dict[str, Any], over: dict[str, Any], path: str, replaced: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    merged = copy.deepcopy(base)
+    for key, value in over.items():
+        where = f"{path}{key}"
+        if isinstance(merged.get(key), dict) and isinstance(value, dict):
+            merged[key] = _deep_merge(merged[key], value, f"{where}.", replaced)
+            continue
+        if key in merged and merged[key] != value:
+            replaced[where] = {"default": merged[key], "value": value}
+        merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return value

@@ -1,0 +1,1 @@
+"""AIPerf plugin registry of inferlab-bench: the reset-after-warmup timing strategy."""

