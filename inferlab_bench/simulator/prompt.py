@@ -53,6 +53,10 @@ class PromptTokenizer:
     def __init__(self, tokenizer_dir: str | None) -> None:
         self.tokenizer_dir = tokenizer_dir
         self._tokenizer = _load(tokenizer_dir) if tokenizer_dir else None
+        if self._tokenizer is not None:
+            # Compile the chat template now: the first render costs ~100 ms, which would
+            # otherwise block the event loop during the first request.
+            self.chat_ids([{"role": "user", "content": "warm-up"}], {})
 
     def chat_ids(self, messages: Sequence[Mapping[str, Any]], kwargs: Mapping[str, Any]) -> list[int]:
         """Token ids of the rendered chat prompt (generation prompt included)."""

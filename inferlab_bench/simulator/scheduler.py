@@ -65,8 +65,9 @@ class SequenceClock:
     """When each token of one admitted sequence is due, on a drift-free schedule.
 
     Targets advance by the model's durations, not by the time actually slept, so timer
-    lateness is paid back on the next token; a wake later than a whole gap rebases the
-    schedule to now instead of bursting tokens out to catch up.
+    lateness is paid back on the next token; when the schedule has fallen behind by a
+    whole gap (a blocked loop, an overloaded machine) it restarts from now instead of
+    bursting tokens out to catch up.
     """
 
     def __init__(self, scheduler: Scheduler, start: float) -> None:
@@ -89,5 +90,7 @@ class SequenceClock:
 
     async def next_token(self) -> None:
         """Sleep one inter-token gap past the previous due time."""
-        self.due = max(self.due + self.engine.inter_token_seconds(), time.monotonic())
+        gap = self.engine.inter_token_seconds()
+        now = time.monotonic()
+        self.due = self.due + gap if self.due + gap >= now else now + gap
         await self._decode.until(self.due)
