@@ -101,3 +101,55 @@ def make_request(
         "artifact_dir": str(artifact_dir),
     }
     return BenchClientRequest.model_validate_json(orjson.dumps(data))
+
+
+def record(
+    index: int,
+    *,
+    phase: str = "profiling",
+    session: int | None = None,
+    start_ns: int = 1_000_000_000,
+    latency_ms: float = 100.0,
+    ttft_ms: float = 20.0,
+    good: int | None = 1,
+    cached: int | None = 0,
+    error: str | None = None,
+    cancelled: bool = False,
+) -> dict[str, Any]:
+    """One AIPerf profiling record with the fields AIPerf 0.13 writes (and a few we ignore)."""
+    metrics: dict[str, Any] = {
+        "time_to_first_token": {"value": ttft_ms, "unit": "ms"},
+        "request_latency": {"value": latency_ms, "unit": "ms"},
+        "inter_token_latency": {"value": 5.0, "unit": "ms"},
+        "output_sequence_length": {"value": 8, "unit": "tokens"},
+        "usage_prompt_tokens": {"value": 30, "unit": "tokens"},
+        "inter_chunk_latency": {"value": [5.0, 5.1, 4.9], "unit": "ms"},
+    }
+    if good is not None:
+        metrics["good_request_count"] = {"value": good, "unit": "requests"}
+    if cached is not None:
+        metrics["usage_prompt_cache_read_tokens"] = {"value": cached, "unit": "tokens"}
+    if error is not None:
+        metrics = {}
+    out: dict[str, Any] = {
+        "metadata": {
+            "session_num": index if session is None else session,
+            "x_request_id": f"req-{index}",
+            "conversation_id": f"inferlab-{index:08d}",
+            "turn_index": 0,
+            "request_start_ns": start_ns + index * 1_000_000,
+            "request_end_ns": start_ns + index * 1_000_000 + int(latency_ms * 1e6),
+            "benchmark_phase": phase,
+            "was_cancelled": cancelled,
+            "worker_id": "worker_1",
+        },
+        "metrics": metrics,
+    }
+    if error is not None:
+        out["error"] = {"code": 500, "type": "Internal Server Error", "message": error}
+    return out
+
+
+def write_records(path: Path, records: list[dict[str, Any]]) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    return path
