@@ -1,5 +1,6 @@
 """Measurement validity: pure checks that say whether a case's numbers can be trusted."""
 
+from inferlab_bench.validity.adapter import assess_case, expectations_from_population
 from inferlab_bench.validity.assess import CaseFacts, Tolerances, assess
 from inferlab_bench.validity.cache import CacheColdness, assess_cache
 from inferlab_bench.validity.digests import SequenceDigest, population_sha256, sequence_digest
@@ -34,12 +35,43 @@ from inferlab_bench.validity.trials import (
 from inferlab_bench.validity.verdict import Check, Verdict
 
 __all__ = [
-    "HEADLINE_METRICS", "VALIDITY_SCHEMA", "VALIDITY_SCHEMA_VERSION", "CacheColdness",
-    "CaseFacts", "Check", "DispatchFidelity", "DispatchTolerances", "Distribution",
-    "Expectations", "MetricSummary", "NoiseComparison", "PhaseRecords", "SequenceDigest",
-    "TokenGoodput", "TokenReconciliation", "TokenTolerance", "Tolerances", "ValidityDocument",
-    "Verdict", "assess", "assess_cache", "assess_dispatch", "build_document", "compare_trials",
-    "comparison_lines", "describe", "population_sha256", "reconcile_output_tokens",
-    "reconcile_prompt_tokens", "sequence_digest", "summarize", "summarize_trials",
-    "summary_lines", "token_goodput", "trial_lines", "welch",
+    "CacheColdness",
+    "CaseFacts",
+    "Check",
+    "DispatchFidelity",
+    "DispatchTolerances",
+    "Distribution",
+    "Expectations",
+    "HEADLINE_METRICS",
+    "MetricSummary",
+    "NoiseComparison",
+    "PhaseRecords",
+    "SequenceDigest",
+    "TokenGoodput",
+    "TokenReconciliation",
+    "TokenTolerance",
+    "Tolerances",
+    "VALIDITY_SCHEMA",
+    "VALIDITY_SCHEMA_VERSION",
+    "ValidityDocument",
+    "Verdict",
+    "assess",
+    "assess_cache",
+    "assess_case",
+    "assess_dispatch",
+    "build_document",
+    "compare_trials",
+    "comparison_lines",
+    "describe",
+    "expectations_from_population",
+    "population_sha256",
+    "reconcile_output_tokens",
+    "reconcile_prompt_tokens",
+    "sequence_digest",
+    "summarize",
+    "summarize_trials",
+    "summary_lines",
+    "token_goodput",
+    "trial_lines",
+    "welch",
 ]

@@ -27,6 +27,9 @@ class Tolerances:
     output_tokens: TokenTolerance = TokenTolerance(rel=0.0)
 
 
+DEFAULT_TOLERANCES = Tolerances()
+
+
 @dataclass(frozen=True)
 class CaseFacts:
     """What the case asked for, besides the records: load, reset, expected tokens, digest."""
@@ -39,7 +42,7 @@ class CaseFacts:
 
 
 def assess(profiling: PhaseRecords, warmup: PhaseRecords | None, facts: CaseFacts,
-           tolerances: Tolerances = Tolerances()) -> ValidityDocument:
+           tolerances: Tolerances = DEFAULT_TOLERANCES) -> ValidityDocument:
     """Run every check on the profiling phase (warmup adds its cache ratio and digest)."""
     expected = facts.expectations
     sequences = [sequence_digest("profiling", profiling)]

@@ -54,10 +54,14 @@ class PhaseRecords:
 
 @dataclass(frozen=True)
 class Expectations:
-    """What the population planned per session id: input tokens (as rendered) and outputs."""
+    """What was planned: input tokens (as rendered) per session, outputs per session or fixed.
+
+    A random source has no population: its input is unknown (empty mapping) and every
+    request asks for the same ``output_tokens`` count.
+    """
 
     input_tokens: Mapping[str, int] = field(default_factory=dict)
-    output_tokens: Mapping[str, int] = field(default_factory=dict)
+    output_tokens: Mapping[str, int] | int = field(default_factory=dict)
 
 
 def lookup(mapping: Mapping[str, int], session_ids: tuple[str, ...]) -> FloatArray:

@@ -89,17 +89,21 @@ def reconcile_prompt_tokens(records: PhaseRecords, expected_input: Mapping[str, 
                              expected_input, tol)
 
 
-def reconcile_output_tokens(records: PhaseRecords, expected_output: Mapping[str, int] | None,
+def reconcile_output_tokens(records: PhaseRecords,
+                            expected_output: Mapping[str, int] | int | None,
                             tol: TokenTolerance = TokenTolerance(rel=0.0)) -> TokenReconciliation:
-    """Received output tokens vs requested (the population's ``output_length``)."""
+    """Received output tokens vs requested: per session, or one count for every request."""
     return _reconcile_column("output_lengths_honored", records, records.output_tokens,
                              expected_output, tol)
 
 
 def _reconcile_column(name: str, records: PhaseRecords, column: FloatArray,
-                      expected: Mapping[str, int] | None,
+                      expected: Mapping[str, int] | int | None,
                       tol: TokenTolerance) -> TokenReconciliation:
     ok = records.succeeded
-    ids = tuple(sid for sid, keep in zip(records.session_ids, ok, strict=True) if keep)
-    planned = lookup(expected or {}, ids)
+    if isinstance(expected, int):
+        planned = np.full(int(ok.sum()), float(expected))
+    else:
+        ids = tuple(sid for sid, keep in zip(records.session_ids, ok, strict=True) if keep)
+        planned = lookup(expected or {}, ids)
     return reconcile(name, column[ok], planned, tol)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from inferlab_bench.case.records import read_records
 from inferlab_bench.protocol import BenchLoadInput, ConcurrencyLimited, RequestRateLimited
 from inferlab_bench.simulator import FaultConfig, LatencyConfig, SimulatorConfig, running_simulator
 from inferlab_bench.validity import (
@@ -26,6 +27,7 @@ from inferlab_bench.validity import (
     ValidityDocument,
     Verdict,
     assess,
+    assess_case,
     population_sha256,
     summary_lines,
 )
@@ -60,6 +62,7 @@ class Run:
     records: PhaseRecords
     doc: ValidityDocument
     records_path: Path
+    load: BenchLoadInput
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +82,7 @@ def run_case(directory: Path, population: Population, faults: FaultConfig, load:
     records = phase_records(records_path)
     facts = CaseFacts(load=load, expectations=population.expected,
                       population_sha256=population_sha256(population.data), reset_requested=reset)
-    return Run(records, assess(records, None, facts, LOADED_MACHINE), records_path)
+    return Run(records, assess(records, None, facts, LOADED_MACHINE), records_path, load)
 
 
 @pytest.fixture(scope="module")
@@ -178,3 +181,21 @@ def test_a_rate_far_above_what_two_cores_can_send_is_flagged(tmp_path: Path) -> 
     assert checks["achieved_rate_relative_error"] is Verdict.FAIL
     assert dispatch.achieved_rate is not None and dispatch.achieved_rate < 0.5 * 5000.0
     assert run.doc.failed() == ["load_generator_kept_up"]
+
+
+@pytest.mark.parametrize("name", ["healthy", "faulty"])
+def test_the_case_adapter_agrees_on_the_case_stage_records(
+        name: str, request: pytest.FixtureRequest, population: Population) -> None:
+    run: Run = request.getfixturevalue(name)
+    doc = assess_case(read_records(run.records_path), run.load,
+                      expectations=population.expected,
+                      population_sha256=population_sha256(population.data),
+                      reset_requested=True, tolerances=LOADED_MACHINE)
+    for verdict in ("prompt_tokens_reconciled", "output_lengths_honored", "cache_cold"):
+        assert doc.verdicts[verdict] is run.doc.verdicts[verdict]
+    # Send order falls back to start order without credit times; the set of ids is the same.
+    assert [s.set_sha256 for s in doc.sequences] == [s.set_sha256 for s in run.doc.sequences]
+    mine = {c.name: c for c in run.doc.dispatch.checks}
+    for check in doc.dispatch.checks:
+        if check.verdict is not Verdict.UNKNOWN:  # no credit times in the case columns yet
+            assert check == mine[check.name]

