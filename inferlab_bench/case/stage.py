@@ -13,7 +13,7 @@ import numpy as np
 import orjson
 
 from inferlab_bench.atomic import write_bytes_atomic
-from inferlab_bench.case import aiperf_config, metrics, reset, runner, slo, validity
+from inferlab_bench.case import aiperf_config, metrics, probe, reset, runner, slo, validity
 from inferlab_bench.case.aiperf_plugin.hook import ENV_VAR, HookSettings
 from inferlab_bench.case.records import CaseRecords, read_json_file, read_records
 from inferlab_bench.errors import (
@@ -94,6 +94,7 @@ def _run(case: _Case) -> BenchClientResult:
     request = case.request
     case.root.mkdir(parents=True, exist_ok=True)
     _check_population(request)
+    probe.check_listening(request.endpoint.base_url, timeout=min(5.0, max(0.5, _remaining(case))))
     target = _reset_target(case)
     with_warmup_reset = target is not None and request.case.warmup_request_count > 0
     plan = aiperf_config.build_plan(

@@ -68,7 +68,7 @@ def make_request(
     request_count: int = 4,
     warmup: int = 0,
     slo: dict[str, Any] | None = None,
-    reset: bool = False,
+    reset_prefix_cache: bool = False,
     budget: float = 120.0,
     body: dict[str, Any] | None = None,
     model: str = "sim-model",
@@ -89,7 +89,7 @@ def make_request(
             "request_body": body or {},
             "request_slo": slo,
             "timeout_seconds": 60,
-            "reset_prefix_cache": reset,
+            "reset_prefix_cache": reset_prefix_cache,
         },
         "population": population,
         "case": {

@@ -1,0 +1,180 @@
+"""run_case end to end: real AIPerf against the simulated server, checked against its ground truth.
+
+AIPerf costs seconds per run, so each module-scoped case below runs once and several
+tests read it. All cases share one population's bytes and entry count so that AIPerf's
+content-addressed dataset cache serves every run after the first.
+"""
+
+from __future__ import annotations
+
+import io
+import statistics
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from inferlab_bench.case.records import read_records
+from inferlab_bench.case.stage import CaseOptions, run_case
+from inferlab_bench.protocol import BenchClientRequest, BenchClientResult, ClientStatus
+from inferlab_bench.simulator import LatencyConfig, SimulatorConfig, running_simulator
+from tests.case.support import TOKENIZER_DIR, make_request, write_population
+
+pytestmark = pytest.mark.slow
+
+# Short and long answers: a 300 ms latency SLO splits them cleanly.
+OUTPUT_LENGTHS = [4, 24, 4, 24, 24, 4, 24, 4, 4, 24, 4, 24]
+WARMUP, REQUESTS = 2, 6
+LATENCY = LatencyConfig(prefill_base_ms=60.0, prefill_ms_per_token=0.1, decode_base_ms=12.0, decode_ms_per_seq=0.5)
+MIDDLE_SLO_MS = 200.0
+
+
+@dataclass(frozen=True)
+class Ran:
+    request: BenchClientRequest
+    result: BenchClientResult
+    truth: list[dict[str, Any]]
+    resets_before: int
+    resets_after: int
+
+    def requests_of(self, phase: str) -> list[dict[str, Any]]:
+        """Ground-truth entries of this case's records of ``phase`` (joined on X-Request-ID)."""
+        records = read_records(self.request.artifact_dir / "aiperf" / "profile.jsonl")
+        ids = set(getattr(records, phase).x_request_id)
+        return [e for e in self.truth if e["kind"] == "request" and e["x_request_id"] in ids]
+
+    def resets(self) -> list[dict[str, Any]]:
+        return [e for e in self.truth if e["kind"] == "reset"]
+
+
+@pytest.fixture(scope="module")
+def population(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return write_population(tmp_path_factory.mktemp("pop") / "population.jsonl", OUTPUT_LENGTHS[: WARMUP + REQUESTS])
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[Any]:
+    config = SimulatorConfig(model="sim-model", tokenizer=TOKENIZER_DIR, reset_endpoints=("vllm", "sglang"),
+                             latency=LATENCY)
+    with running_simulator(config) as running:
+        yield running
+
+
+def run(sim: Any, tmp: Path, reset: str | None = None, **kwargs: Any) -> Ran:
+    request = make_request(port=sim.port, artifact_dir=tmp, **kwargs)
+    before = sim.reset_count
+    seen = len(sim.ground_truth())
+    result = run_case(request, CaseOptions(prefix_cache_reset=reset, echo=io.StringIO()))
+    return Ran(request, result, sim.ground_truth()[seen:], before, sim.reset_count)
+
+
+@pytest.fixture(scope="module")
+def warm_vllm(sim: Any, population: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Ran:
+    """Concurrency 2, warmup, reset through vllm's path, a middle SLO."""
+    slo = {"request_latency_ms": MIDDLE_SLO_MS, "minimum_good_request_ratio": 0.1}
+    return run(sim, tmp_path_factory.mktemp("vllm"), reset="vllm", population=population,
+               request_count=REQUESTS, warmup=WARMUP, reset_prefix_cache=True, slo=slo)
+
+
+@pytest.fixture(scope="module")
+def warm_sglang(sim: Any, population: dict[str, Any], warm_vllm: Ran, tmp_path_factory: pytest.TempPathFactory) -> Ran:
+    """The same population again, right after ``warm_vllm``: reset through sglang's path."""
+    return run(sim, tmp_path_factory.mktemp("sglang"), reset="sglang", population=population,
+               request_count=REQUESTS, warmup=WARMUP, reset_prefix_cache=True)
+
+
+def assert_valid(result: BenchClientResult, check_v6: Any) -> None:
+    assert result.status is ClientStatus.SUCCEEDED, result.error
+    check_v6("BenchClientResult", orjson.loads(result.model_dump_json()))
+
+
+def test_warmup_case_succeeds_and_counts_only_profiling(warm_vllm: Ran, check_v6: Any) -> None:
+    result = warm_vllm.result
+    assert_valid(result, check_v6)
+    assert result.completed_requests == REQUESTS and result.failed_requests == 0
+    summary = orjson.loads((warm_vllm.request.artifact_dir / "aiperf" / "profile.json").read_bytes())
+    assert summary["request_latency"]["count"] == REQUESTS  # warmup is not in the metrics
+    assert result.native_command[1:4] == ["-m", "aiperf", "profile"] and result.native_exit_code == 0
+    kinds = {a.kind for a in result.raw_artifacts}
+    assert {"config", "request_body", "summary", "records", "raw_records", "inputs", "log", "reset_evidence"} <= kinds
+    assert all(a.path.exists() for a in result.raw_artifacts)
+
+
+def test_measured_latencies_match_ground_truth(warm_vllm: Ran) -> None:
+    truth = warm_vllm.requests_of("profiling")
+    assert len(truth) == REQUESTS
+    ttft = statistics.median((e["first_token_ns"] - e["arrival_ns"]) / 1e6 for e in truth)
+    e2e = statistics.median((e["end_ns"] - e["arrival_ns"]) / 1e6 for e in truth)
+    metrics = warm_vllm.result.metrics
+    assert metrics["p50_ttft_ms"] == pytest.approx(ttft, rel=0.05)
+    assert metrics["p50_request_latency_ms"] == pytest.approx(e2e, rel=0.05)
+
+
+def test_output_tokens_equal_the_population_lengths(warm_vllm: Ran) -> None:
+    truth = warm_vllm.requests_of("profiling")
+    expected = OUTPUT_LENGTHS[WARMUP: WARMUP + REQUESTS]
+    assert sorted(e["completion_tokens"] for e in truth) == sorted(expected)
+    records = read_records(warm_vllm.request.artifact_dir / "aiperf" / "profile.jsonl").profiling
+    by_id = dict(zip(records.conversation_id, records.metric("output_sequence_length"), strict=True))
+    assert [by_id[f"inferlab-{i:08d}"] for i in range(WARMUP, WARMUP + REQUESTS)] == expected
+
+
+def test_middle_slo_matches_the_ground_truth_good_count(warm_vllm: Ran) -> None:
+    truth = warm_vllm.requests_of("profiling")
+    good = sum((e["end_ns"] - e["arrival_ns"]) / 1e6 <= MIDDLE_SLO_MS for e in truth)
+    slo = warm_vllm.result.request_slo
+    assert slo is not None and 0 < good < REQUESTS
+    assert slo.good_requests == good and slo.good_request_ratio == good / REQUESTS
+    assert slo.request_count_reconciled and slo.native_aggregate_good_request_count_consistent
+    assert warm_vllm.result.metrics["good_request_ratio"] == good / REQUESTS
+
+
+def test_reset_runs_once_between_warmup_and_profiling(warm_vllm: Ran, warm_sglang: Ran) -> None:
+    for ran, path in ((warm_vllm, "/reset_prefix_cache"), (warm_sglang, "/flush_cache")):
+        assert ran.resets_after - ran.resets_before == 1
+        (reset,) = ran.resets()
+        assert reset["path"] == path
+        last_warmup_end = max(e["end_ns"] for e in ran.requests_of("warmup"))
+        first_profiling = min(e["arrival_ns"] for e in ran.requests_of("profiling"))
+        assert last_warmup_end < reset["time_ns"] < first_profiling
+
+
+def test_second_case_on_the_same_population_starts_cold(warm_sglang: Ran, check_v6: Any) -> None:
+    assert_valid(warm_sglang.result, check_v6)
+    truth = sorted(warm_sglang.requests_of("profiling"), key=lambda e: e["arrival_ns"])
+    assert truth[0]["cached_tokens"] == 0
+    verdict = orjson.loads((warm_sglang.request.artifact_dir / "cold-start.json").read_bytes())["verdict"]
+    assert verdict["cold"] and verdict["first_request_cached_tokens"] == 0
+
+
+def test_prompt_cache_read_ratio_is_reported(warm_vllm: Ran) -> None:
+    ratio = warm_vllm.result.metrics["prompt_cache_read_ratio"]
+    truth = warm_vllm.requests_of("profiling")
+    expected = sum(e["cached_tokens"] for e in truth) / sum(e["prompt_tokens"] for e in truth)
+    assert 0.0 <= ratio <= 1.0 and ratio == pytest.approx(expected, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("shape", "slo_ms", "ratio"),
+    [
+        ({"kind": "request_rate_limited", "request_rate": 20.0, "burstiness": None}, 60_000.0, 1.0),
+        ({"kind": "request_rate_limited", "request_rate": 20.0, "burstiness": 0.5}, 0.001, 0.0),
+        ({"kind": "unbounded_request_rate"}, None, None),
+    ],
+    ids=["poisson-loose-slo", "gamma-impossible-slo", "unbounded"],
+)
+def test_rate_and_unbounded_loads(sim: Any, population: dict[str, Any], tmp_path: Path, check_v6: Any,
+                                  shape: dict[str, Any], slo_ms: float | None, ratio: float | None) -> None:
+    slo = None if slo_ms is None else {"request_latency_ms": slo_ms, "minimum_good_request_ratio": 0.5}
+    # WARMUP + REQUESTS profiling requests keep the dataset slice (and AIPerf's cache) the same.
+    ran = run(sim, tmp_path, population=population, load_shape=shape, request_count=WARMUP + REQUESTS, slo=slo)
+    assert_valid(ran.result, check_v6)
+    assert ran.result.completed_requests == WARMUP + REQUESTS
+    assert len(ran.requests_of("profiling")) == WARMUP + REQUESTS
+    if ratio is None:
+        assert ran.result.request_slo is None and "goodput" not in ran.result.metrics
+    else:
+        assert ran.result.request_slo is not None and ran.result.metrics["good_request_ratio"] == ratio
