@@ -33,17 +33,24 @@ class Outcome:
 
 
 def _cpu_seconds(pid: int) -> float:
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def _one(session: aiohttp.ClientSession, url: str, i: int, tokens: int) -> int:
-    body = {"model": "sim-model", "messages": [{"role": "user", "content": f"request {i} " * 8}],
-            "max_tokens": tokens, "ignore_eos": True, "stream": True,
-            "stream_options": {"include_usage": True}}
+    body = {
+        "model": "sim-model",
+        "messages": [{"role": "user", "content": f"request {i} " * 8}],
+        "max_tokens": tokens,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     usage, done = None, False
-    async with session.post(url, data=orjson.dumps(body),
-                            headers={"content-type": "application/json"}) as resp:
+    async with session.post(
+        url, data=orjson.dumps(body), headers={"content-type": "application/json"}
+    ) as resp:
         async for line in resp.content:
             if line.startswith(b"data: [DONE]"):
                 done = True
@@ -96,12 +103,18 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=16)
     args = parser.parse_args()
     out = run(args.requests, args.concurrency, args.tokens)
-    print(f"{out.requests} streaming requests x {args.tokens} tokens at concurrency "
-          f"{args.concurrency} in {out.seconds:.2f} s")
-    print(f"  {out.requests / out.seconds:,.0f} requests/s, {out.tokens / out.seconds:,.0f} tokens/s")
-    print(f"  server CPU {out.server_cpu_seconds:.2f} s "
-          f"({100 * out.server_cpu_seconds / out.seconds:.0f}% of one core, "
-          f"{1e3 * out.server_cpu_seconds / out.requests:.2f} ms per request)")
+    print(
+        f"{out.requests} streaming requests x {args.tokens} tokens at concurrency "
+        f"{args.concurrency} in {out.seconds:.2f} s"
+    )
+    print(
+        f"  {out.requests / out.seconds:,.0f} requests/s, {out.tokens / out.seconds:,.0f} tokens/s"
+    )
+    print(
+        f"  server CPU {out.server_cpu_seconds:.2f} s "
+        f"({100 * out.server_cpu_seconds / out.seconds:.0f}% of one core, "
+        f"{1e3 * out.server_cpu_seconds / out.requests:.2f} ms per request)"
+    )
 
 
 if __name__ == "__main__":

@@ -13,10 +13,22 @@ from pydantic import ValidationError
 
 from inferlab_bench.errors import InferlabError
 from inferlab_bench.simulator import FaultConfig, LatencyConfig, SimulatorConfig, running_simulator
+from inferlab_bench.simulator.config import ResetEndpoint
 
-_RESET_CHOICES = {"vllm": ("vllm",), "sglang": ("sglang",), "both": ("vllm", "sglang"), "none": ()}
-_LATENCY_FLAGS = ("prefill_base_ms", "prefill_ms_per_token", "decode_base_ms",
-                  "decode_ms_per_seq", "max_num_seqs", "jitter")
+_RESET_CHOICES: dict[str, tuple[ResetEndpoint, ...]] = {
+    "vllm": ("vllm",),
+    "sglang": ("sglang",),
+    "both": ("vllm", "sglang"),
+    "none": (),
+}
+_LATENCY_FLAGS = (
+    "prefill_base_ms",
+    "prefill_ms_per_token",
+    "decode_base_ms",
+    "decode_ms_per_seq",
+    "max_num_seqs",
+    "jitter",
+)
 _FAULT_FLAGS = tuple(FaultConfig.model_fields)
 
 
@@ -35,8 +47,12 @@ def _server_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tokenizer", help="tokenizer directory for exact prompt token counts")
     parser.add_argument("--ground-truth", type=Path, help="append ground-truth JSONL here")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--reset-endpoint", choices=sorted(_RESET_CHOICES), default="both",
-                        help="prefix-cache reset routes: vllm /reset_prefix_cache, sglang /flush_cache")
+    parser.add_argument(
+        "--reset-endpoint",
+        choices=sorted(_RESET_CHOICES),
+        default="both",
+        help="prefix-cache reset routes: vllm /reset_prefix_cache, sglang /flush_cache",
+    )
     parser.add_argument("--max-model-len", type=int, default=32768)
     parser.add_argument("--block-size", type=int, default=16, help="prefix-cache block (tokens)")
     parser.add_argument("--cache-capacity-blocks", type=int, default=65536)
@@ -69,11 +85,18 @@ def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
     else:
         latency = LatencyConfig(**{name: getattr(args, name) for name in _LATENCY_FLAGS})
     return SimulatorConfig(
-        model=args.model, tokenizer=args.tokenizer, ground_truth_path=args.ground_truth,
-        seed=args.seed, host=args.host, port=args.port,
-        reset_endpoints=_RESET_CHOICES[args.reset_endpoint], max_model_len=args.max_model_len,
-        block_size=args.block_size, cache_capacity_blocks=args.cache_capacity_blocks,
-        latency=latency, faults=FaultConfig(**{name: getattr(args, name) for name in _FAULT_FLAGS}),
+        model=args.model,
+        tokenizer=args.tokenizer,
+        ground_truth_path=args.ground_truth,
+        seed=args.seed,
+        host=args.host,
+        port=args.port,
+        reset_endpoints=_RESET_CHOICES[args.reset_endpoint],
+        max_model_len=args.max_model_len,
+        block_size=args.block_size,
+        cache_capacity_blocks=args.cache_capacity_blocks,
+        latency=latency,
+        faults=FaultConfig(**{name: getattr(args, name) for name in _FAULT_FLAGS}),
     )
 
 

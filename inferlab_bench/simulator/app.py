@@ -21,7 +21,10 @@ from inferlab_bench.simulator import wire
 from inferlab_bench.simulator.body import GenerationRequest, Rejection, parse
 from inferlab_bench.simulator.config import RESET_PATHS, SimulatorConfig
 from inferlab_bench.simulator.generation import (
-    Backend, CompleteGeneration, Job, StreamingGeneration,
+    Backend,
+    CompleteGeneration,
+    Job,
+    StreamingGeneration,
 )
 from inferlab_bench.simulator.ground_truth import GroundTruthLog, RequestTrace, reset_record
 from inferlab_bench.simulator.latency import Engine
@@ -56,12 +59,14 @@ class Simulator:
         if isinstance(parsed, Rejection):
             return _error(parsed)
         if parsed.model is not None and parsed.model != self.config.model:
-            return _error(Rejection(404, f"The model `{parsed.model}` does not exist.",
-                                    "NotFoundError"))
+            return _error(
+                Rejection(404, f"The model `{parsed.model}` does not exist.", "NotFoundError")
+            )
         return await self._serve(request, parsed, arrival_ns, arrival_monotonic)
 
-    async def _serve(self, request: Request, parsed: GenerationRequest, arrival_ns: int,
-                     arrival_monotonic: float) -> Response:
+    async def _serve(
+        self, request: Request, parsed: GenerationRequest, arrival_ns: int, arrival_monotonic: float
+    ) -> Response:
         try:
             token_ids = self._token_ids(parsed)
         except TokenizerError as exc:
@@ -70,15 +75,21 @@ class Simulator:
         trace = _trace(request, parsed, index, arrival_ns, len(token_ids))
         room = self.config.max_model_len - len(token_ids)
         if room < (parsed.sampling.max_tokens or 0) or room < 1:
-            return self._reject(trace, Rejection(400, _too_long(self.config, len(token_ids), parsed)))
+            return self._reject(
+                trace, Rejection(400, _too_long(self.config, len(token_ids), parsed))
+            )
         limit = min(room, self.config.default_max_tokens)
-        plan = make_plan(parsed.sampling, limit, self.config.faults, request_rng(self.config.seed, index))
+        plan = make_plan(
+            parsed.sampling, limit, self.config.faults, request_rng(self.config.seed, index)
+        )
         trace.fault = plan.fault
         if plan.stall_seconds:
             await asyncio.sleep(plan.stall_seconds)
             arrival_monotonic = time.monotonic()  # the stall comes on top of the model
         if plan.error_status is not None:
-            return self._reject(trace, Rejection(plan.error_status, "injected fault", _kind(plan.error_status)))
+            return self._reject(
+                trace, Rejection(plan.error_status, "injected fault", _kind(plan.error_status))
+            )
         env = wire.Envelope(trace.request_id, int(time.time()), self.config.model, chat=parsed.chat)
         job = Job(parsed, token_ids, plan, env, trace, index, arrival_monotonic)
         kind = StreamingGeneration if parsed.stream else CompleteGeneration
@@ -120,13 +131,20 @@ class Simulator:
             ids = self.tokenizer.text_ids(body["prompt"])
         else:
             return _error(Rejection(400, "prompt (string) or messages (list) is required"))
-        return JSONResponse({"count": len(ids), "max_model_len": self.config.max_model_len,
-                             "tokens": ids, "token_strs": None})
+        return JSONResponse(
+            {
+                "count": len(ids),
+                "max_model_len": self.config.max_model_len,
+                "tokens": ids,
+                "token_strs": None,
+            }
+        )
 
     def models(self) -> Response:
         """``GET /v1/models``."""
-        return JSONResponse(wire.models_body(self.config.model, self.created,
-                                             self.config.max_model_len))
+        return JSONResponse(
+            wire.models_body(self.config.model, self.created, self.config.max_model_len)
+        )
 
 
 def build_app(sim: Simulator) -> Starlette:
@@ -173,13 +191,19 @@ def _reset_routes(sim: Simulator) -> list[Route]:
     return routes
 
 
-def _trace(request: Request, parsed: GenerationRequest, index: int, arrival_ns: int,
-           prompt_tokens: int) -> RequestTrace:
+def _trace(
+    request: Request, parsed: GenerationRequest, index: int, arrival_ns: int, prompt_tokens: int
+) -> RequestTrace:
     prefix = "chatcmpl" if parsed.chat else "cmpl"
     trace = RequestTrace(
-        request_id=f"{prefix}-sim-{index:08d}", request_index=index, path=request.url.path,
-        stream=parsed.stream, arrival_ns=arrival_ns, prompt_tokens=prompt_tokens,
-        max_tokens=parsed.sampling.max_tokens, min_tokens=parsed.sampling.min_tokens,
+        request_id=f"{prefix}-sim-{index:08d}",
+        request_index=index,
+        path=request.url.path,
+        stream=parsed.stream,
+        arrival_ns=arrival_ns,
+        prompt_tokens=prompt_tokens,
+        max_tokens=parsed.sampling.max_tokens,
+        min_tokens=parsed.sampling.min_tokens,
         ignore_eos=parsed.sampling.ignore_eos,
         x_request_id=request.headers.get("x-request-id"),
         x_correlation_id=request.headers.get("x-correlation-id"),
@@ -206,14 +230,17 @@ def _sha(data: bytes) -> str:
 
 
 def _too_long(config: SimulatorConfig, prompt_tokens: int, parsed: GenerationRequest) -> str:
-    return (f"This model's maximum context length is {config.max_model_len} tokens. However, "
-            f"you requested {prompt_tokens + (parsed.sampling.max_tokens or 0)} tokens "
-            f"({prompt_tokens} in the messages, {parsed.sampling.max_tokens or 0} in the completion).")
+    return (
+        f"This model's maximum context length is {config.max_model_len} tokens. However, "
+        f"you requested {prompt_tokens + (parsed.sampling.max_tokens or 0)} tokens "
+        f"({prompt_tokens} in the messages, {parsed.sampling.max_tokens or 0} in the completion)."
+    )
 
 
 def _kind(status: int) -> str:
     return {429: "RateLimitError", 500: "InternalServerError", 503: "ServiceUnavailableError"}.get(
-        status, "APIError")
+        status, "APIError"
+    )
 
 
 def _error(rejection: Rejection) -> Response:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import orjson
 
@@ -50,10 +50,14 @@ def parse(raw: bytes, *, chat: bool) -> GenerationRequest | Rejection:
     return _with_input(body, chat, sampling)
 
 
-def _with_input(body: dict[str, Any], chat: bool, sampling: Sampling) -> GenerationRequest | Rejection:
+def _with_input(
+    body: dict[str, Any], chat: bool, sampling: Sampling
+) -> GenerationRequest | Rejection:
     options = body.get("stream_options") or {}
     common: dict[str, Any] = {
-        "chat": chat, "model": body.get("model"), "sampling": sampling,
+        "chat": chat,
+        "model": body.get("model"),
+        "sampling": sampling,
         "stream": bool(body.get("stream", False)),
         "include_usage": bool(isinstance(options, Mapping) and options.get("include_usage")),
     }
@@ -66,22 +70,25 @@ def _with_input(body: dict[str, Any], chat: bool, sampling: Sampling) -> Generat
             return Rejection(400, "chat_template_kwargs must be an object")
         return GenerationRequest(messages=messages, template_kwargs=kwargs, **common)
     prompt = body.get("prompt")
-    if not (isinstance(prompt, str) or _is_ids(prompt)):
-        return Rejection(400, "prompt: a string or a list of token ids is required")
-    return GenerationRequest(prompt=prompt, **common)
+    if isinstance(prompt, str) or _is_ids(prompt):
+        return GenerationRequest(prompt=prompt, **common)
+    return Rejection(400, "prompt: a string or a list of token ids is required")
 
 
 def _sampling(body: dict[str, Any]) -> Sampling | Rejection:
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     min_tokens = body.get("min_tokens")
     for name, value in (("max_tokens", max_tokens), ("min_tokens", min_tokens)):
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        if value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or value < 0
+        ):
             return Rejection(400, f"{name} must be a non-negative integer, got {value!r}")
     if max_tokens is not None and min_tokens is not None and min_tokens > max_tokens:
         return Rejection(400, f"min_tokens ({min_tokens}) must be <= max_tokens ({max_tokens})")
-    return Sampling(max_tokens=max_tokens, min_tokens=min_tokens,
-                    ignore_eos=bool(body.get("ignore_eos", False)))
+    return Sampling(
+        max_tokens=max_tokens, min_tokens=min_tokens, ignore_eos=bool(body.get("ignore_eos", False))
+    )
 
 
-def _is_ids(value: Any) -> bool:
+def _is_ids(value: Any) -> TypeGuard[list[int]]:
     return isinstance(value, list) and bool(value) and all(isinstance(v, int) for v in value)

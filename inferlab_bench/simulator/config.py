@@ -19,12 +19,14 @@ class _Frozen(BaseModel):
 class LatencyConfig(_Frozen):
     """Parameters of the latency model (milliseconds); see ``latency`` for the formulas."""
 
-    prefill_base_ms: float = Field(5.0, ge=0)
-    prefill_ms_per_token: float = Field(0.05, ge=0)
-    decode_base_ms: float = Field(8.0, ge=0)
-    decode_ms_per_seq: float = Field(0.2, ge=0)
-    max_num_seqs: int = Field(64, ge=1)
-    jitter: float = Field(0.0, ge=0, lt=1, description="relative half-width of uniform jitter")
+    prefill_base_ms: float = Field(default=5.0, ge=0)
+    prefill_ms_per_token: float = Field(default=0.05, ge=0)
+    decode_base_ms: float = Field(default=8.0, ge=0)
+    decode_ms_per_seq: float = Field(default=0.2, ge=0)
+    max_num_seqs: int = Field(default=64, ge=1)
+    jitter: float = Field(
+        default=0.0, ge=0, lt=1, description="relative half-width of uniform jitter"
+    )
 
     @classmethod
     def zero(cls, max_num_seqs: int = 1_000_000) -> LatencyConfig:
@@ -41,22 +43,26 @@ class LatencyConfig(_Frozen):
     def is_zero(self) -> bool:
         """True when every time term is zero (no sleeping at all)."""
         return not any(
-            (self.prefill_base_ms, self.prefill_ms_per_token, self.decode_base_ms,
-             self.decode_ms_per_seq)
+            (
+                self.prefill_base_ms,
+                self.prefill_ms_per_token,
+                self.decode_base_ms,
+                self.decode_ms_per_seq,
+            )
         )
 
 
 class FaultConfig(_Frozen):
     """Fault injection; each rate is the seeded per-request probability (1.0 = every request)."""
 
-    error_rate: float = Field(0.0, ge=0, le=1)
-    error_status: int = Field(500, ge=400, le=599)
-    stall_rate: float = Field(0.0, ge=0, le=1)
-    stall_seconds: float = Field(0.0, ge=0)
-    drop_rate: float = Field(0.0, ge=0, le=1)
-    drop_after_tokens: int = Field(1, ge=0)
-    malformed_rate: float = Field(0.0, ge=0, le=1)
-    malformed_after_tokens: int = Field(1, ge=0)
+    error_rate: float = Field(default=0.0, ge=0, le=1)
+    error_status: int = Field(default=500, ge=400, le=599)
+    stall_rate: float = Field(default=0.0, ge=0, le=1)
+    stall_seconds: float = Field(default=0.0, ge=0)
+    drop_rate: float = Field(default=0.0, ge=0, le=1)
+    drop_after_tokens: int = Field(default=1, ge=0)
+    malformed_rate: float = Field(default=0.0, ge=0, le=1)
+    malformed_after_tokens: int = Field(default=1, ge=0)
     prompt_tokens_offset: int = 0
     ignore_min_tokens: bool = False
     reset_noop: bool = False
@@ -70,12 +76,12 @@ class SimulatorConfig(_Frozen):
     ground_truth_path: Path | None = None
     seed: int = 0
     host: str = "127.0.0.1"
-    port: int = Field(0, ge=0, le=65535)
+    port: int = Field(default=0, ge=0, le=65535)
     reset_endpoints: tuple[ResetEndpoint, ...] = ("vllm", "sglang")
-    max_model_len: int = Field(32768, ge=1)
-    default_max_tokens: int = Field(256, ge=1)
-    block_size: int = Field(16, ge=1)
-    cache_capacity_blocks: int = Field(65536, ge=0)
+    max_model_len: int = Field(default=32768, ge=1)
+    default_max_tokens: int = Field(default=256, ge=1)
+    block_size: int = Field(default=16, ge=1)
+    cache_capacity_blocks: int = Field(default=65536, ge=0)
     latency: LatencyConfig = LatencyConfig()
     faults: FaultConfig = FaultConfig()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
@@ -53,7 +53,7 @@ class Backend:
     log: GroundTruthLog
 
 
-async def timed_tokens(backend: Backend, job: Job) -> AsyncIterator[int]:
+async def timed_tokens(backend: Backend, job: Job) -> AsyncGenerator[int, None]:
     """Yield token positions 0..n-1, each at its modeled time, holding a slot meanwhile."""
     at_once = await backend.scheduler.acquire(job.index)
     try:
@@ -83,6 +83,18 @@ class _Generation(Response):
         self.raw_headers = [(b"content-type", self.content_type)]
         self.backend = backend
         self.job = job
+        self._logged = False
+
+    def _log(self) -> None:
+        """Write the ground-truth record, once.
+
+        Called before the last byte is sent (and, for drops, before uvicorn closes the
+        socket), so a client that has seen the end of its response finds the record.
+        """
+        if not self._logged:
+            self._logged = True
+            self.job.trace.end_ns = time.time_ns()
+            self.backend.log.append(self.job.trace.record())
 
 
 class StreamingGeneration(_Generation):
@@ -101,8 +113,7 @@ class StreamingGeneration(_Generation):
             raise
         finally:
             watcher.cancel()
-            self.job.trace.end_ns = time.time_ns()
-            self.backend.log.append(self.job.trace.record())
+            self._log()
 
     async def _body(self, send: Send, gone: asyncio.Event) -> None:
         job, env = self.job, self.job.envelope
@@ -119,7 +130,9 @@ class StreamingGeneration(_Generation):
                 chunk = head + bad + wire.token_chunk(env, token_text(job.index, pos), reason)
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 job.trace.token_sent(time.time_ns())
-        await send({"type": "http.response.body", "body": self._tail(n), "more_body": False})
+        tail = self._tail(n)
+        self._log()
+        await send({"type": "http.response.body", "body": tail, "more_body": False})
 
     def _tail(self, n: int) -> bytes:
         job = self.job
@@ -143,16 +156,21 @@ class CompleteGeneration(_Generation):
             headers = [*self.raw_headers, (b"content-length", str(len(body)).encode())]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             if job.plan.drop_after is not None:
-                await send({"type": "http.response.body", "body": body[: len(body) // 2],
-                            "more_body": True})
+                await send(
+                    {
+                        "type": "http.response.body",
+                        "body": body[: len(body) // 2],
+                        "more_body": True,
+                    }
+                )
                 raise DroppedConnection(job.trace.request_id)
+            self._log()
             await send({"type": "http.response.body", "body": body, "more_body": False})
         except (asyncio.CancelledError, OSError):
             job.trace.status = 499
             raise
         finally:
-            job.trace.end_ns = time.time_ns()
-            self.backend.log.append(job.trace.record())
+            self._log()
 
     async def _generate(self) -> bytes:
         job = self.job

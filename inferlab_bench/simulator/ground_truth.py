@@ -49,7 +49,9 @@ class GroundTruthLog:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         self.close()
@@ -103,5 +105,11 @@ class RequestTrace:
 
 def reset_record(path: str, status: int, cleared_blocks: int, fault: str | None) -> dict[str, Any]:
     """The JSONL record of one prefix-cache reset call (``kind`` = reset)."""
-    return {"kind": "reset", "path": path, "time_ns": time.time_ns(), "status": status,
-            "cleared_blocks": cleared_blocks, "fault": fault}
+    return {
+        "kind": "reset",
+        "path": path,
+        "time_ns": time.time_ns(),
+        "status": status,
+        "cleared_blocks": cleared_blocks,
+        "fault": fault,
+    }

@@ -15,8 +15,22 @@ from inferlab_bench.simulator.config import FaultConfig
 # Qwen2, Llama 3), and they stay one token each when concatenated, so a client that
 # re-tokenizes the streamed text counts the same number as the server reports.
 WORDS: tuple[str, ...] = (
-    " the", " of", " and", " to", " in", " is", " that", " for",
-    " it", " on", " with", " as", " was", " at", " by", " be",
+    " the",
+    " of",
+    " and",
+    " to",
+    " in",
+    " is",
+    " that",
+    " for",
+    " it",
+    " on",
+    " with",
+    " as",
+    " was",
+    " at",
+    " by",
+    " be",
 )
 
 
@@ -62,7 +76,9 @@ def output_length(sampling: Sampling, limit: int, rng: random.Random) -> int:
     return rng.randint(low, top) if top > 0 else 0
 
 
-def make_plan(sampling: Sampling, limit: int, faults: FaultConfig, rng: random.Random) -> RequestPlan:
+def make_plan(
+    sampling: Sampling, limit: int, faults: FaultConfig, rng: random.Random
+) -> RequestPlan:
     """Decide length and faults; faults are drawn in a fixed order so seeds reproduce."""
     n = output_length(sampling, limit, rng)
     top = sampling.max_tokens if sampling.max_tokens is not None else limit

@@ -58,7 +58,9 @@ class PromptTokenizer:
             # otherwise block the event loop during the first request.
             self.chat_ids([{"role": "user", "content": "warm-up"}], {})
 
-    def chat_ids(self, messages: Sequence[Mapping[str, Any]], kwargs: Mapping[str, Any]) -> list[int]:
+    def chat_ids(
+        self, messages: Sequence[Mapping[str, Any]], kwargs: Mapping[str, Any]
+    ) -> list[int]:
         """Token ids of the rendered chat prompt (generation prompt included)."""
         key = orjson.dumps([flatten_content(messages), kwargs], option=orjson.OPT_SORT_KEYS)
         return list(self._chat_cached(key))

@@ -1,4 +1,4 @@
-"""Running the simulator: uvicorn on loopback in a background thread, started and stopped cleanly."""
+"""Running the simulator: uvicorn in a background thread, started and stopped cleanly."""
 
 from __future__ import annotations
 
@@ -49,8 +49,9 @@ def running_simulator(config: SimulatorConfig) -> Iterator[RunningSimulator]:
         sim = Simulator(config, log)
         sock = _bind(config.host, config.port)
         server = uvicorn.Server(_uvicorn_config(sim, config))
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]},
-                                  name="inferlab-simulator", daemon=True)
+        thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [sock]}, name="inferlab-simulator", daemon=True
+        )
         thread.start()
         try:
             running = RunningSimulator(sim, sock.getsockname()[1])
@@ -64,9 +65,15 @@ def running_simulator(config: SimulatorConfig) -> Iterator[RunningSimulator]:
 
 def _uvicorn_config(sim: Simulator, config: SimulatorConfig) -> uvicorn.Config:
     return uvicorn.Config(
-        build_app(sim), host=config.host, port=config.port, log_config=None,
-        log_level="warning", access_log=False, lifespan="off",
-        timeout_graceful_shutdown=1, timeout_keep_alive=30,
+        build_app(sim),
+        host=config.host,
+        port=config.port,
+        log_config=None,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=1,
+        timeout_keep_alive=30,
     )
 
 
@@ -78,8 +85,10 @@ def _bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise ServerError(f"simulator cannot listen on {host}:{port}: {exc}",
-                          hint="pick another --port, or 0 for any free one") from exc
+        raise ServerError(
+            f"simulator cannot listen on {host}:{port}: {exc}",
+            hint="pick another --port, or 0 for any free one",
+        ) from exc
     sock.set_inheritable(True)
     return sock
 

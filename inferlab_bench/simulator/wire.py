@@ -52,8 +52,11 @@ def sse(payload: dict[str, Any]) -> bytes:
 
 def _chunk(env: Envelope, choices: list[dict[str, Any]], usage: Usage | None = None) -> bytes:
     payload: dict[str, Any] = {
-        "id": env.request_id, "object": env.chunk_object, "created": env.created,
-        "model": env.model, "choices": choices,
+        "id": env.request_id,
+        "object": env.chunk_object,
+        "created": env.created,
+        "model": env.model,
+        "choices": choices,
     }
     if usage is not None:
         payload["usage"] = usage.body()
@@ -69,11 +72,20 @@ def role_chunk(env: Envelope) -> bytes:
 def token_chunk(env: Envelope, text: str, finish_reason: str | None) -> bytes:
     """One generated token; the last one carries the finish reason."""
     if env.chat:
-        choice = {"index": 0, "delta": {"content": text}, "logprobs": None,
-                  "finish_reason": finish_reason}
+        choice = {
+            "index": 0,
+            "delta": {"content": text},
+            "logprobs": None,
+            "finish_reason": finish_reason,
+        }
     else:
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason,
-                  "stop_reason": None}
+        choice = {
+            "index": 0,
+            "text": text,
+            "logprobs": None,
+            "finish_reason": finish_reason,
+            "stop_reason": None,
+        }
     return _chunk(env, [choice])
 
 
@@ -87,17 +99,33 @@ def full_body(env: Envelope, text: str, finish_reason: str, usage: Usage) -> dic
     if env.chat:
         choice: dict[str, Any] = {
             "index": 0,
-            "message": {"role": "assistant", "content": text, "reasoning_content": None,
-                        "tool_calls": []},
-            "logprobs": None, "finish_reason": finish_reason, "stop_reason": None,
+            "message": {
+                "role": "assistant",
+                "content": text,
+                "reasoning_content": None,
+                "tool_calls": [],
+            },
+            "logprobs": None,
+            "finish_reason": finish_reason,
+            "stop_reason": None,
         }
     else:
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason,
-                  "stop_reason": None, "prompt_logprobs": None}
+        choice = {
+            "index": 0,
+            "text": text,
+            "logprobs": None,
+            "finish_reason": finish_reason,
+            "stop_reason": None,
+            "prompt_logprobs": None,
+        }
     return {
-        "id": env.request_id, "object": "chat.completion" if env.chat else "text_completion",
-        "created": env.created, "model": env.model, "choices": [choice],
-        "usage": usage.body(), "prompt_logprobs": None,
+        "id": env.request_id,
+        "object": "chat.completion" if env.chat else "text_completion",
+        "created": env.created,
+        "model": env.model,
+        "choices": [choice],
+        "usage": usage.body(),
+        "prompt_logprobs": None,
     }
 
 
@@ -109,13 +137,28 @@ def error_body(message: str, kind: str, status: int) -> dict[str, Any]:
 def models_body(model: str, created: int, max_model_len: int) -> dict[str, Any]:
     """``GET /v1/models`` as vLLM answers it."""
     card = {
-        "id": model, "object": "model", "created": created, "owned_by": "vllm",
-        "root": model, "parent": None, "max_model_len": max_model_len,
-        "permission": [{
-            "id": f"modelperm-{model}", "object": "model_permission", "created": created,
-            "allow_create_engine": False, "allow_sampling": True, "allow_logprobs": True,
-            "allow_search_indices": False, "allow_view": True, "allow_fine_tuning": False,
-            "organization": "*", "group": None, "is_blocking": False,
-        }],
+        "id": model,
+        "object": "model",
+        "created": created,
+        "owned_by": "vllm",
+        "root": model,
+        "parent": None,
+        "max_model_len": max_model_len,
+        "permission": [
+            {
+                "id": f"modelperm-{model}",
+                "object": "model_permission",
+                "created": created,
+                "allow_create_engine": False,
+                "allow_sampling": True,
+                "allow_logprobs": True,
+                "allow_search_indices": False,
+                "allow_view": True,
+                "allow_fine_tuning": False,
+                "organization": "*",
+                "group": None,
+                "is_blocking": False,
+            }
+        ],
     }
     return {"object": "list", "data": [card]}

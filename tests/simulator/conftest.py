@@ -10,7 +10,12 @@ from typing import Any
 import httpx
 import pytest
 
-from inferlab_bench.simulator import LatencyConfig, RunningSimulator, SimulatorConfig, running_simulator
+from inferlab_bench.simulator import (
+    LatencyConfig,
+    RunningSimulator,
+    SimulatorConfig,
+    running_simulator,
+)
 
 StartSimulator = Callable[..., RunningSimulator]
 

@@ -13,7 +13,7 @@ def events(text: str) -> list[str]:
     for block in text.split("\n\n"):
         if block.strip():
             assert block.startswith("data: "), block
-            out.append(block[len("data: "):])
+            out.append(block[len("data: ") :])
     return out
 
 

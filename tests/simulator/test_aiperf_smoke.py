@@ -20,21 +20,53 @@ OUTPUT_TOKENS = 8
 
 def _aiperf(base_url: str, tokenizer: str, artifacts: Path) -> subprocess.CompletedProcess[str]:
     cmd = [
-        sys.executable, "-m", "aiperf", "profile", "--model", "sim-model", "--url", base_url,
-        "--endpoint-type", "chat", "--streaming", "--tokenizer", tokenizer,
-        "--use-server-token-count", "--extra-inputs", "ignore_eos:true",
-        "--extra-inputs", '{"stream_options":{"include_usage":true}}',
-        "--request-count", str(REQUESTS), "--concurrency", "2",
-        "--prompt-input-tokens-mean", "32", "--prompt-input-tokens-stddev", "0",
-        "--prompt-output-tokens-mean", str(OUTPUT_TOKENS), "--prompt-output-tokens-stddev", "0",
-        "--random-seed", "1", "--output-artifact-dir", str(artifacts), "--ui-type", "none",
-        "--no-server-metrics", "--no-gpu-telemetry", "--workers-max", "1",
+        sys.executable,
+        "-m",
+        "aiperf",
+        "profile",
+        "--model",
+        "sim-model",
+        "--url",
+        base_url,
+        "--endpoint-type",
+        "chat",
+        "--streaming",
+        "--tokenizer",
+        tokenizer,
+        "--use-server-token-count",
+        "--extra-inputs",
+        "ignore_eos:true",
+        "--extra-inputs",
+        '{"stream_options":{"include_usage":true}}',
+        "--request-count",
+        str(REQUESTS),
+        "--concurrency",
+        "2",
+        "--prompt-input-tokens-mean",
+        "32",
+        "--prompt-input-tokens-stddev",
+        "0",
+        "--prompt-output-tokens-mean",
+        str(OUTPUT_TOKENS),
+        "--prompt-output-tokens-stddev",
+        "0",
+        "--random-seed",
+        "1",
+        "--output-artifact-dir",
+        str(artifacts),
+        "--ui-type",
+        "none",
+        "--no-server-metrics",
+        "--no-gpu-telemetry",
+        "--workers-max",
+        "1",
     ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=110, cwd=artifacts.parent)
 
 
-def test_aiperf_completes_against_the_simulator(start_simulator: StartSimulator, qwen_dir: str,
-                                                tmp_path: Path) -> None:
+def test_aiperf_completes_against_the_simulator(
+    start_simulator: StartSimulator, qwen_dir: str, tmp_path: Path
+) -> None:
     latency = LatencyConfig(prefill_base_ms=2, decode_base_ms=2, decode_ms_per_seq=0)
     sim = start_simulator(tokenizer=qwen_dir, latency=latency)
     artifacts = tmp_path / "artifacts"
@@ -46,7 +78,9 @@ def test_aiperf_completes_against_the_simulator(start_simulator: StartSimulator,
     assert summary["output_sequence_length"]["avg"] == OUTPUT_TOKENS
     assert not summary.get("error_summary")
 
-    records = [json.loads(line) for line in (artifacts / "profile_export.jsonl").read_text().splitlines()]
+    records = [
+        json.loads(line) for line in (artifacts / "profile_export.jsonl").read_text().splitlines()
+    ]
     truth = {r["x_request_id"]: r for r in sim.ground_truth() if r["kind"] == "request"}
     assert len(records) == REQUESTS == len(truth)
     for record in records:

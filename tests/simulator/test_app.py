@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import httpx
 import pytest
 
@@ -11,10 +14,13 @@ from tests.simulator.sse import content, parsed
 pytestmark = pytest.mark.timeout(30)
 
 
-def test_streaming_chat_has_role_tokens_usage_and_done(start_simulator: StartSimulator,
-                                                       client: httpx.Client) -> None:
+def test_streaming_chat_has_role_tokens_usage_and_done(
+    start_simulator: StartSimulator, client: httpx.Client
+) -> None:
     sim = start_simulator()
-    r = client.post(f"{sim.base_url}/v1/chat/completions", json=chat_body(max_tokens=7, ignore_eos=True))
+    r = client.post(
+        f"{sim.base_url}/v1/chat/completions", json=chat_body(max_tokens=7, ignore_eos=True)
+    )
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("text/event-stream")
     chunks, done = parsed(r.text)
@@ -51,10 +57,18 @@ def test_non_streaming_chat(start_simulator: StartSimulator, client: httpx.Clien
 
 
 @pytest.mark.parametrize("stream", [True, False])
-def test_text_completions(start_simulator: StartSimulator, client: httpx.Client, stream: bool) -> None:
+def test_text_completions(
+    start_simulator: StartSimulator, client: httpx.Client, stream: bool
+) -> None:
     sim = start_simulator()
-    body = {"model": "sim-model", "prompt": "Once upon a time", "max_tokens": 4,
-            "ignore_eos": True, "stream": stream, "stream_options": {"include_usage": True}}
+    body = {
+        "model": "sim-model",
+        "prompt": "Once upon a time",
+        "max_tokens": 4,
+        "ignore_eos": True,
+        "stream": stream,
+        "stream_options": {"include_usage": True},
+    }
     r = client.post(f"{sim.base_url}/v1/completions", json=body)
     if stream:
         chunks, done = parsed(r.text)
@@ -67,8 +81,9 @@ def test_text_completions(start_simulator: StartSimulator, client: httpx.Client,
         assert len(data["choices"][0]["text"].split()) == 4
 
 
-def test_ignore_eos_gives_exactly_max_tokens(start_simulator: StartSimulator,
-                                             client: httpx.Client) -> None:
+def test_ignore_eos_gives_exactly_max_tokens(
+    start_simulator: StartSimulator, client: httpx.Client
+) -> None:
     sim = start_simulator()
     for n in (1, 2, 33):
         body = chat_body(max_tokens=n, min_tokens=n, ignore_eos=True)
@@ -76,8 +91,9 @@ def test_ignore_eos_gives_exactly_max_tokens(start_simulator: StartSimulator,
         assert len(content(chunks)) == n == chunks[-1]["usage"]["completion_tokens"]
 
 
-def test_min_tokens_is_honoured_without_ignore_eos(start_simulator: StartSimulator,
-                                                   client: httpx.Client) -> None:
+def test_min_tokens_is_honoured_without_ignore_eos(
+    start_simulator: StartSimulator, client: httpx.Client
+) -> None:
     sim = start_simulator(seed=3)
     lengths = set()
     for _ in range(20):
@@ -89,8 +105,9 @@ def test_min_tokens_is_honoured_without_ignore_eos(start_simulator: StartSimulat
     assert len(lengths) > 1  # drawn, not fixed
 
 
-def test_prompt_tokens_equal_the_chat_template_count(start_simulator: StartSimulator,
-                                                     client: httpx.Client, qwen_dir: str) -> None:
+def test_prompt_tokens_equal_the_chat_template_count(
+    start_simulator: StartSimulator, client: httpx.Client, qwen_dir: str
+) -> None:
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(qwen_dir, local_files_only=True)
@@ -101,8 +118,8 @@ def test_prompt_tokens_equal_the_chat_template_count(start_simulator: StartSimul
         {"role": "assistant", "content": "Paris."},
         {"role": "user", "content": "And of Italy?"},
     ]
-    expected = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-    expected = expected["input_ids"] if isinstance(expected, dict) or hasattr(expected, "keys") else expected
+    rendered: Any = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    expected = rendered["input_ids"] if isinstance(rendered, Mapping) else rendered
     body = {**chat_body(max_tokens=2, ignore_eos=True), "messages": messages}
     chunks, _ = parsed(client.post(f"{sim.base_url}/v1/chat/completions", json=body).text)
     assert chunks[-1]["usage"]["prompt_tokens"] == len(expected)
@@ -110,14 +127,18 @@ def test_prompt_tokens_equal_the_chat_template_count(start_simulator: StartSimul
     assert tokenized["count"] == len(expected)
 
 
-def test_streamed_words_retokenize_to_the_reported_count(start_simulator: StartSimulator,
-                                                         client: httpx.Client, qwen_dir: str) -> None:
+def test_streamed_words_retokenize_to_the_reported_count(
+    start_simulator: StartSimulator, client: httpx.Client, qwen_dir: str
+) -> None:
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(qwen_dir, local_files_only=True)
     sim = start_simulator()
-    chunks, _ = parsed(client.post(f"{sim.base_url}/v1/chat/completions",
-                                   json=chat_body(max_tokens=50, ignore_eos=True)).text)
+    chunks, _ = parsed(
+        client.post(
+            f"{sim.base_url}/v1/chat/completions", json=chat_body(max_tokens=50, ignore_eos=True)
+        ).text
+    )
     text = "".join(content(chunks))
     assert len(tok.encode(text, add_special_tokens=False)) == 50
 
@@ -137,7 +158,10 @@ def test_bad_requests_are_400(start_simulator: StartSimulator, client: httpx.Cli
     assert client.post(url, json={"model": "sim-model"}).status_code == 400
     assert client.post(url, json=chat_body(max_tokens=2, min_tokens=5)).status_code == 400
     too_long = client.post(url, json=chat_body(max_tokens=40000))
-    assert too_long.status_code == 400 and "maximum context length" in too_long.json()["error"]["message"]
+    assert (
+        too_long.status_code == 400
+        and "maximum context length" in too_long.json()["error"]["message"]
+    )
 
 
 def test_startup_probes(start_simulator: StartSimulator, client: httpx.Client) -> None:

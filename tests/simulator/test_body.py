@@ -12,12 +12,23 @@ def _parse(body: object, chat: bool = True) -> GenerationRequest | Rejection:
 
 
 def test_chat_fields() -> None:
-    req = _parse({"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 5,
-                  "min_tokens": 2, "ignore_eos": True, "stream": True,
-                  "stream_options": {"include_usage": True},
-                  "chat_template_kwargs": {"enable_thinking": False}})
+    req = _parse(
+        {
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_completion_tokens": 5,
+            "min_tokens": 2,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "chat_template_kwargs": {"enable_thinking": False},
+        }
+    )
     assert isinstance(req, GenerationRequest)
-    assert (req.sampling.max_tokens, req.sampling.min_tokens, req.sampling.ignore_eos) == (5, 2, True)
+    assert (req.sampling.max_tokens, req.sampling.min_tokens, req.sampling.ignore_eos) == (
+        5,
+        2,
+        True,
+    )
     assert req.stream and req.include_usage and req.template_kwargs == {"enable_thinking": False}
 
 

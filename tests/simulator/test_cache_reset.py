@@ -20,10 +20,12 @@ def _cached(client: httpx.Client, base_url: str, text: str = LONG) -> int:
     return details
 
 
-@pytest.mark.parametrize(("endpoint", "path"), [("vllm", "/reset_prefix_cache"),
-                                                ("sglang", "/flush_cache")])
-def test_repeat_hits_and_reset_clears(start_simulator: StartSimulator, client: httpx.Client,
-                                      endpoint: str, path: str) -> None:
+@pytest.mark.parametrize(
+    ("endpoint", "path"), [("vllm", "/reset_prefix_cache"), ("sglang", "/flush_cache")]
+)
+def test_repeat_hits_and_reset_clears(
+    start_simulator: StartSimulator, client: httpx.Client, endpoint: str, path: str
+) -> None:
     sim = start_simulator(reset_endpoints=(endpoint,))
     assert _cached(client, sim.base_url) == 0
     hit = _cached(client, sim.base_url)
@@ -44,23 +46,27 @@ def test_no_reset_endpoints(start_simulator: StartSimulator, client: httpx.Clien
     assert client.post(f"{sim.base_url}/flush_cache").status_code == 404
 
 
-def test_shared_prefix_is_partly_cached(start_simulator: StartSimulator, client: httpx.Client) -> None:
+def test_shared_prefix_is_partly_cached(
+    start_simulator: StartSimulator, client: httpx.Client
+) -> None:
     sim = start_simulator()
     _cached(client, sim.base_url, LONG + "first question")
     shared = _cached(client, sim.base_url, LONG + "a different ending entirely")
     assert 0 < shared <= len((LONG + "<|user|>\n").encode()) // 4
 
 
-def test_capacity_evicts_least_recently_used(start_simulator: StartSimulator,
-                                             client: httpx.Client) -> None:
+def test_capacity_evicts_least_recently_used(
+    start_simulator: StartSimulator, client: httpx.Client
+) -> None:
     sim = start_simulator(cache_capacity_blocks=20)  # one LONG prompt is ~14 blocks
     _cached(client, sim.base_url, "A" + LONG)
     _cached(client, sim.base_url, "B" + LONG)  # evicts most of A
     assert _cached(client, sim.base_url, "A" + LONG) < 16 * 10
 
 
-def test_reset_noop_answers_200_but_keeps_the_cache(start_simulator: StartSimulator,
-                                                    client: httpx.Client) -> None:
+def test_reset_noop_answers_200_but_keeps_the_cache(
+    start_simulator: StartSimulator, client: httpx.Client
+) -> None:
     from inferlab_bench.simulator import FaultConfig
 
     sim = start_simulator(faults=FaultConfig(reset_noop=True))

@@ -21,8 +21,21 @@ def _args(*argv: str) -> argparse.Namespace:
 
 
 def test_flags_become_one_config() -> None:
-    config = config_from_args(_args("--port", "0", "--reset-endpoint", "sglang", "--error-rate", "0.25",
-                                    "--error-status", "429", "--reset-noop", "--decode-base-ms", "3"))
+    config = config_from_args(
+        _args(
+            "--port",
+            "0",
+            "--reset-endpoint",
+            "sglang",
+            "--error-rate",
+            "0.25",
+            "--error-status",
+            "429",
+            "--reset-noop",
+            "--decode-base-ms",
+            "3",
+        )
+    )
     assert config.reset_endpoints == ("sglang",) and config.port == 0
     assert config.faults.error_rate == 0.25 and config.faults.error_status == 429
     assert config.faults.reset_noop and config.latency.decode_base_ms == 3
@@ -33,7 +46,9 @@ def test_flags_become_one_config() -> None:
 def test_subprocess_serves_until_sigterm() -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "inferlab_bench", "simulate", "--port", "0", "--zero-latency"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         assert proc.stdout is not None

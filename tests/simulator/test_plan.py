@@ -21,15 +21,23 @@ def test_drawn_length_respects_min_and_max() -> None:
 def test_plans_are_reproducible_per_seed_and_index() -> None:
     faults = FaultConfig(error_rate=0.5, drop_rate=0.5)
     s = Sampling(50, 1, False)
-    assert make_plan(s, 256, faults, request_rng(1, 3)) == make_plan(s, 256, faults, request_rng(1, 3))
+    assert make_plan(s, 256, faults, request_rng(1, 3)) == make_plan(
+        s, 256, faults, request_rng(1, 3)
+    )
     plans = [make_plan(s, 256, faults, request_rng(1, i)) for i in range(200)]
     errors = sum(p.error_status is not None for p in plans)
     assert 60 < errors < 140
 
 
 def test_fault_names_and_finish_reason() -> None:
-    faults = FaultConfig(error_rate=1, error_status=429, stall_rate=1, stall_seconds=2,
-                         prompt_tokens_offset=3, ignore_min_tokens=True)
+    faults = FaultConfig(
+        error_rate=1,
+        error_status=429,
+        stall_rate=1,
+        stall_seconds=2,
+        prompt_tokens_offset=3,
+        ignore_min_tokens=True,
+    )
     plan = make_plan(Sampling(8, 8, True), 256, faults, request_rng(0, 0))
     assert plan.fault == "error_429+stall+prompt_tokens_offset+ignore_min_tokens"
     assert plan.output_tokens == 4 and plan.finish_reason == "stop"

@@ -16,7 +16,9 @@ def test_approximation_is_bytes_over_four_rounded_up() -> None:
 
 
 def test_content_parts_are_joined() -> None:
-    parts = [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]
+    parts = [
+        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}
+    ]
     assert flatten_content(parts) == [{"role": "user", "content": "a\nb"}]
 
 

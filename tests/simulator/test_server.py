@@ -21,9 +21,12 @@ def test_serves_then_stops() -> None:
 
 
 def test_busy_port_is_a_server_error() -> None:
-    with running_simulator(SimulatorConfig()) as sim, pytest.raises(ServerError, match="cannot listen"):
-        with running_simulator(SimulatorConfig(port=sim.port)):
-            pass
+    with (
+        running_simulator(SimulatorConfig()) as sim,
+        pytest.raises(ServerError, match="cannot listen"),
+        running_simulator(SimulatorConfig(port=sim.port)),
+    ):
+        pass
 
 
 def test_config_is_strict() -> None:

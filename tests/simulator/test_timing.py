@@ -23,12 +23,13 @@ def _requests(base_url: str, count: int, tokens: int, tag: str) -> None:
 
 
 def _ms(record: dict[str, Any], a: str, b: str) -> float:
-    return (record[b] - record[a]) / 1e6
+    return float(record[b] - record[a]) / 1e6
 
 
 def test_ttft_and_itl_match_the_model(start_simulator: StartSimulator) -> None:
-    lat = LatencyConfig(prefill_base_ms=5, prefill_ms_per_token=0.05, decode_base_ms=8,
-                        decode_ms_per_seq=0.2)
+    lat = LatencyConfig(
+        prefill_base_ms=5, prefill_ms_per_token=0.05, decode_base_ms=8, decode_ms_per_seq=0.2
+    )
     sim = start_simulator(latency=lat)
     _requests(sim.base_url, 25, 5, "t")
     records = sim.ground_truth()
@@ -40,10 +41,17 @@ def test_ttft_and_itl_match_the_model(start_simulator: StartSimulator) -> None:
 
 
 def test_requests_beyond_max_num_seqs_queue(start_simulator: StartSimulator) -> None:
-    lat = LatencyConfig(prefill_base_ms=0, prefill_ms_per_token=0, decode_base_ms=20,
-                        decode_ms_per_seq=0, max_num_seqs=1)
+    lat = LatencyConfig(
+        prefill_base_ms=0,
+        prefill_ms_per_token=0,
+        decode_base_ms=20,
+        decode_ms_per_seq=0,
+        max_num_seqs=1,
+    )
     sim = start_simulator(latency=lat)
-    threads = [threading.Thread(target=_requests, args=(sim.base_url, 1, 16, f"q{i}")) for i in range(2)]
+    threads = [
+        threading.Thread(target=_requests, args=(sim.base_url, 1, 16, f"q{i}")) for i in range(2)
+    ]
     for t in threads:
         t.start()
     for t in threads:
