@@ -20,7 +20,7 @@ ALLOWED: dict[str, set[str]] = {
     "case": {"errors", "protocol", "atomic", "progress", "versions"},
     "simulator": {"errors", "atomic"},
     "report": {"errors", "protocol", "atomic", "versions"},
-    "validity": {"errors", "protocol", "case"},
+    "validity": {"errors", "protocol"},
     "kube": {"errors", "protocol", "atomic", "progress", "versions", "case"},
 }
 

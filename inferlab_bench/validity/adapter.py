@@ -1,37 +1,83 @@
-"""The one bridge from the case stage to the validity checks: its records in, a document out."""
+"""The one bridge from the case stage to the validity checks: its records in, a document out.
+
+The case stage's parsed records (``inferlab_bench.case.records.CaseRecords``) satisfy the
+two protocols below by their shape, so this package never imports the case stage and
+the case stage may call ``assess_case`` to write validity.json without an import cycle.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
-from inferlab_bench.case.records import CaseRecords, RecordColumns
-from inferlab_bench.case.validity import ColdStartVerdict
 from inferlab_bench.errors import PopulationError
 from inferlab_bench.protocol import BenchLoadInput
 from inferlab_bench.validity.assess import DEFAULT_TOLERANCES, CaseFacts, Tolerances, assess
-from inferlab_bench.validity.inputs import Expectations, Int64Array, PhaseRecords
+from inferlab_bench.validity.inputs import Expectations, FloatArray, Int64Array, PhaseRecords
 from inferlab_bench.validity.report import ValidityDocument
+
+
+class RecordColumns(Protocol):
+    """One phase's records as aligned columns (what ``case.records.RecordColumns`` has)."""
+
+    @property
+    def session_num(self) -> npt.NDArray[Any]: ...
+
+    @property
+    def conversation_id(self) -> Sequence[str | None]: ...
+
+    @property
+    def start_ns(self) -> npt.NDArray[Any]: ...
+
+    @property
+    def end_ns(self) -> npt.NDArray[Any]: ...
+
+    @property
+    def was_cancelled(self) -> npt.NDArray[Any]: ...
+
+    @property
+    def has_error(self) -> npt.NDArray[Any]: ...
+
+
+    def __len__(self) -> int: ...
+
+    def metric(self, tag: str) -> npt.NDArray[Any]: ...
+
+
+class CaseRecords(Protocol):
+    """The records split by phase (what ``case.records.CaseRecords`` has)."""
+
+    @property
+    def warmup(self) -> RecordColumns: ...
+
+    @property
+    def profiling(self) -> RecordColumns: ...
 
 
 def phase_records(columns: RecordColumns) -> PhaseRecords:
     """The case stage's columns of one phase as validity inputs."""
-    good = columns.metric("good_request_count")
+    good = _floats(columns, "good_request_count")
     return PhaseRecords(
         session_ids=tuple(cid if cid is not None else f"session-{num}"
                           for cid, num in zip(columns.conversation_id, columns.session_num,
                                               strict=True)),
-        start_ns=columns.start_ns,
-        end_ns=columns.end_ns,
-        succeeded=~columns.has_error & ~columns.was_cancelled,
-        prompt_tokens=columns.metric("usage_prompt_tokens"),
-        output_tokens=columns.metric("output_sequence_length"),
-        cached_prompt_tokens=columns.metric("usage_prompt_cache_read_tokens"),
+        start_ns=np.asarray(columns.start_ns, dtype=np.int64),
+        end_ns=np.asarray(columns.end_ns, dtype=np.int64),
+        succeeded=~np.asarray(columns.has_error, dtype=bool)
+        & ~np.asarray(columns.was_cancelled, dtype=bool),
+        prompt_tokens=_floats(columns, "usage_prompt_tokens"),
+        output_tokens=_floats(columns, "output_sequence_length"),
+        cached_prompt_tokens=_floats(columns, "usage_prompt_cache_read_tokens"),
         credit_issued_ns=_credit_issued(columns),
         good=None if np.isnan(good).all() else good == 1,
     )
+
+
+def _floats(columns: RecordColumns, tag: str) -> FloatArray:
+    return np.asarray(columns.metric(tag), dtype=np.float64)
 
 
 def _credit_issued(columns: RecordColumns) -> Int64Array | None:
@@ -64,15 +110,19 @@ def expectations_from_population(population: Iterable[Mapping[str, Any]],
 
 def assess_case(records: CaseRecords, load: BenchLoadInput, *,
                 expectations: Expectations | None, population_sha256: str | None,
-                reset_requested: bool, cold_start: ColdStartVerdict | None = None,
+                reset_requested: bool, post_reset_cold: bool | None = None,
                 tolerances: Tolerances = DEFAULT_TOLERANCES) -> ValidityDocument:
-    """The validity document of one case from the case stage's parsed records."""
+    """The validity document of one case from the case stage's parsed records.
+
+    ``post_reset_cold`` is the case stage's own post-reset verdict (``ColdStartVerdict.cold``),
+    carried into ``cache_cold``; None when it did not judge.
+    """
     warmup = phase_records(records.warmup) if len(records.warmup) else None
     facts = CaseFacts(
         load=load,
         expectations=expectations,
         population_sha256=population_sha256,
         reset_requested=reset_requested,
-        post_reset_verdict=None if cold_start is None else cold_start.cold,
+        post_reset_verdict=post_reset_cold,
     )
     return assess(phase_records(records.profiling), warmup, facts, tolerances)

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from inferlab_bench.case.records import CaseRecords, RecordColumns
-from inferlab_bench.case.validity import ColdStartVerdict
 from inferlab_bench.errors import PopulationError
 from inferlab_bench.protocol import ConcurrencyLimited
 from inferlab_bench.validity import Verdict, assess_case, expectations_from_population
@@ -61,12 +60,9 @@ def test_assess_case_carries_the_stage_cold_start_verdict() -> None:
     records = CaseRecords(warmup=columns(2, first=100), profiling=columns(12))
     population = [{"session_id": s, "output_length": 8} for s in ids(12)]
     evidence = [{"input_tokens": 50}] * 12
-    warm = ColdStartVerdict(checked_requests=4, first_request_cached_tokens=16,
-                            max_cached_tokens=16, shared_prefix_bound=None, cold=False,
-                            reason="the first profiling request read 16 cached prompt tokens")
     doc = assess_case(records, ConcurrencyLimited(kind="concurrency_limited", concurrency=1),
                       expectations=expectations_from_population(population, evidence),
-                      population_sha256="00" * 32, reset_requested=True, cold_start=warm)
+                      population_sha256="00" * 32, reset_requested=True, post_reset_cold=False)
     assert doc.verdicts["prompt_tokens_reconciled"] is Verdict.PASS
     assert doc.verdicts["output_lengths_honored"] is Verdict.PASS
     assert doc.verdicts["cache_cold"] is Verdict.FAIL
