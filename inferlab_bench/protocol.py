@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from pathlib import Path
-from typing import Annotated, Literal, TypeAlias, TypeVar, Union
+from typing import Annotated, Literal, TypeAlias, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from typing_extensions import TypeAliasType
@@ -29,7 +29,7 @@ F64 = Annotated[float, Field(allow_inf_nan=False)]
 
 SettingValue = TypeAliasType(
     "SettingValue",
-    "Union[bool, int, float, str, list[SettingValue], dict[str, SettingValue]]",
+    "bool | int | float | str | list[SettingValue] | dict[str, SettingValue]",
 )
 """Structured JSON data (no null), as the spec's untagged ``SettingValue``."""
 
@@ -42,20 +42,20 @@ class WireModel(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-class ClientStatus(str, enum.Enum):
+class ClientStatus(enum.StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
 
 
-class EndpointProtocol(str, enum.Enum):
+class EndpointProtocol(enum.StrEnum):
     HTTP = "http"
 
 
-class BenchDatasetInput(str, enum.Enum):
+class BenchDatasetInput(enum.StrEnum):
     SHAREGPT = "sharegpt"
 
 
-class BenchDatasetCacheState(str, enum.Enum):
+class BenchDatasetCacheState(enum.StrEnum):
     MISSING = "missing"
     PRESENT = "present"
 
@@ -109,7 +109,7 @@ class DatasetSource(WireModel):
     catalog: BenchDatasetCatalogInput
 
 
-BenchRequestSourceInput = Annotated[Union[RandomSource, DatasetSource], Field(discriminator="kind")]
+BenchRequestSourceInput = Annotated[RandomSource | DatasetSource, Field(discriminator="kind")]
 
 
 class BenchRequestSloInput(WireModel):
@@ -151,7 +151,7 @@ class UnboundedRequestRate(WireModel):
 
 
 BenchLoadInput = Annotated[
-    Union[ConcurrencyLimited, RequestRateLimited, UnboundedRequestRate],
+    ConcurrencyLimited | RequestRateLimited | UnboundedRequestRate,
     Field(discriminator="kind"),
 ]
 

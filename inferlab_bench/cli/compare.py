@@ -14,7 +14,9 @@ from inferlab_bench.report.tables import comparison_table
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("compare", help="compare two saved results (A = baseline, B = candidate)")
+    parser = sub.add_parser(
+        "compare", help="compare two saved results (A = baseline, B = candidate)"
+    )
     parser.add_argument("a", type=Path, help="run directory or result.json (baseline)")
     parser.add_argument("b", type=Path, help="run directory or result.json (candidate)")
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")

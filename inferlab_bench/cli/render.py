@@ -24,7 +24,9 @@ def show(*renderables: RenderableType) -> None:
 
 
 def print_json(data: object) -> None:
-    sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode() + "\n")
+    sys.stdout.write(
+        orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode() + "\n"
+    )
 
 
 def report_error(exc: InferlabError) -> int:

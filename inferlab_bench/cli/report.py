@@ -12,8 +12,12 @@ from inferlab_bench.report.tables import case_table, sweep_table
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("report", help="summary table and plots from a saved run or sweep directory")
-    parser.add_argument("directory", type=Path, help="a run directory, or a sweep directory of runs")
+    parser = sub.add_parser(
+        "report", help="summary table and plots from a saved run or sweep directory"
+    )
+    parser.add_argument(
+        "directory", type=Path, help="a run directory, or a sweep directory of runs"
+    )
     parser.add_argument("--no-plots", action="store_true", help="only print the tables")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.set_defaults(handler=run)

@@ -16,8 +16,11 @@ import numpy.typing as npt  # noqa: E402
 
 from inferlab_bench.atomic import atomic_writer  # noqa: E402
 
-CDF_METRICS = (("ttft_ms", "TTFT (ms)"), ("tpot_ms", "inter-token latency (ms)"),
-               ("request_latency_ms", "end-to-end latency (ms)"))
+CDF_METRICS = (
+    ("ttft_ms", "TTFT (ms)"),
+    ("tpot_ms", "inter-token latency (ms)"),
+    ("request_latency_ms", "end-to-end latency (ms)"),
+)
 
 Samples = Mapping[str, npt.NDArray[np.float64]]
 
@@ -36,13 +39,22 @@ class SweepPoint:
 
 def latency_cdfs(series: Mapping[str, Samples], path: Path, title: str = "") -> Path:
     """One panel per latency metric; one empirical CDF line per case."""
-    present = [(k, label) for k, label in CDF_METRICS if any(k in s and len(s[k]) for s in series.values())]
-    fig, axes = plt.subplots(1, max(len(present), 1), figsize=(5 * max(len(present), 1), 4), squeeze=False)
+    present = [
+        (k, label) for k, label in CDF_METRICS if any(k in s and len(s[k]) for s in series.values())
+    ]
+    fig, axes = plt.subplots(
+        1, max(len(present), 1), figsize=(5 * max(len(present), 1), 4), squeeze=False
+    )
     for ax, (key, label) in zip(axes[0], present, strict=False):
         for case_label, samples in series.items():
             values = np.sort(np.asarray(samples.get(key, []), dtype=float))
             if len(values):
-                ax.step(values, np.arange(1, len(values) + 1) / len(values), where="post", label=case_label)
+                ax.step(
+                    values,
+                    np.arange(1, len(values) + 1) / len(values),
+                    where="post",
+                    label=case_label,
+                )
         ax.set_xlabel(label)
         ax.set_ylabel("fraction of requests")
         ax.grid(alpha=0.3)
@@ -56,19 +68,26 @@ def sweep_curves(points: Sequence[SweepPoint], load_name: str, path: Path) -> Pa
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     ordered = sorted(points, key=lambda p: p.load)
     thr = [p.output_throughput for p in ordered]
-    for attr, label in (("p50_ttft_ms", "TTFT p50"), ("p99_ttft_ms", "TTFT p99"),
-                        ("p50_request_latency_ms", "E2E p50")):
+    for attr, label in (
+        ("p50_ttft_ms", "TTFT p50"),
+        ("p99_ttft_ms", "TTFT p99"),
+        ("p50_request_latency_ms", "E2E p50"),
+    ):
         ys = [getattr(p, attr) for p in ordered]
         if all(y is not None for y in ys):
             left.plot(thr, ys, marker="o", label=label)
     for p in ordered:
-        left.annotate(p.label, (p.output_throughput, p.p50_request_latency_ms or 0), fontsize="x-small")
+        left.annotate(
+            p.label, (p.output_throughput, p.p50_request_latency_ms or 0), fontsize="x-small"
+        )
     left.set_xlabel("output throughput (tok/s)")
     left.set_ylabel("latency (ms)")
     left.grid(alpha=0.3)
     left.legend(fontsize="small")
     loads = [p.load for p in ordered]
-    right.plot(loads, [p.request_throughput for p in ordered], marker="o", label="throughput (req/s)")
+    right.plot(
+        loads, [p.request_throughput for p in ordered], marker="o", label="throughput (req/s)"
+    )
     if all(p.goodput is not None for p in ordered):
         right.plot(loads, [p.goodput for p in ordered], marker="s", label="goodput (req/s)")
     right.set_xlabel(load_name)

@@ -15,6 +15,7 @@ REQUEST_FILE = "request.json"
 RESULT_FILE = "result.json"
 VALIDITY_FILE = "validity.json"
 SWEEP_FILE = "sweep.json"
+RECORDS_PARQUET = "records.parquet"
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,9 @@ def load_case(path: Path) -> SavedCase:
     directory = result_path.parent
     result = parse_request(BenchClientResult, _read(result_path))
     request_path = directory / REQUEST_FILE
-    request = parse_request(BenchClientRequest, _read(request_path)) if request_path.is_file() else None
+    request = (
+        parse_request(BenchClientRequest, _read(request_path)) if request_path.is_file() else None
+    )
     return SavedCase(directory, result, request, _validity(result, directory))
 
 

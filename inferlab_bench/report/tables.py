@@ -25,7 +25,7 @@ def fmt(value: float | None, digits: int = 2) -> str:
 
 
 def load_label(request: BenchClientRequest | None) -> str:
-    """A short name for a case's load: ``c=4``, ``rate=2.5/s``, ``gamma(0.5) 2/s``, ``unbounded``."""
+    """A short load name: ``c=4``, ``2.5/s``, ``gamma(0.5) 2/s`` or ``unbounded``."""
     if request is None:
         return "?"
     shape = request.case.load_shape
@@ -59,7 +59,15 @@ def case_table(result: BenchClientResult, title: str = "case") -> RenderableType
 
 def _headline(result: BenchClientResult, title: str) -> Table:
     table = Table(title=title, show_header=True, header_style="bold")
-    for column in ("status", "completed", "failed", "req/s", "output tok/s", "total tok/s", "cache read"):
+    for column in (
+        "status",
+        "completed",
+        "failed",
+        "req/s",
+        "output tok/s",
+        "total tok/s",
+        "cache read",
+    ):
         table.add_column(column, justify="right")
     m = result.metrics
     cache = m.get("prompt_cache_read_ratio")
@@ -89,10 +97,24 @@ def _latency_table(metrics: dict[str, float]) -> Table:
 def sweep_table(cases: Sequence[SavedCase], title: str = "sweep") -> Table:
     """One row per case: load, throughput, key latency percentiles, goodput."""
     table = Table(title=title, header_style="bold")
-    columns = ("case", "load", "status", "req/s", "out tok/s", "TTFT p50", "TTFT p99",
-               "TPOT p50", "TPOT p99", "E2E p50", "goodput", "good %")
+    columns = (
+        "case",
+        "load",
+        "status",
+        "req/s",
+        "out tok/s",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p50",
+        "TPOT p99",
+        "E2E p50",
+        "goodput",
+        "good %",
+    )
     for column in columns:
-        table.add_column(column, justify="right" if column not in ("case", "load", "status") else "left")
+        table.add_column(
+            column, justify="right" if column not in ("case", "load", "status") else "left"
+        )
     for case in cases:
         m, slo = case.result.metrics, case.result.request_slo
         table.add_row(

@@ -20,7 +20,11 @@ def population_facts(path: Path) -> BenchPopulationInput:
             f"--population {path}: cannot read ({exc.strerror or exc})",
             hint="pass the population.jsonl written by `inferlab-bench prepare`",
         ) from exc
-    lengths = [_output_length(path, number, line) for number, line in enumerate(data.splitlines(), 1) if line]
+    lengths = [
+        _output_length(path, number, line)
+        for number, line in enumerate(data.splitlines(), 1)
+        if line
+    ]
     if not lengths:
         raise PopulationError(f"--population {path}: no entries", hint="prepare a population first")
     return BenchPopulationInput(
@@ -39,5 +43,7 @@ def _output_length(path: Path, number: int, line: bytes) -> int:
             f"{path}:{number}: not a population line (expected JSON with output_length)"
         ) from exc
     if not isinstance(value, int) or value < 1:
-        raise PopulationError(f"{path}:{number}: output_length must be a positive integer, got {value!r}")
+        raise PopulationError(
+            f"{path}:{number}: output_length must be a positive integer, got {value!r}"
+        )
     return value

@@ -75,7 +75,9 @@ def load_shape(
     if concurrency is not None:
         return ConcurrencyLimited(kind="concurrency_limited", concurrency=concurrency)
     if rate is not None:
-        return RequestRateLimited(kind="request_rate_limited", request_rate=rate, burstiness=burstiness)
+        return RequestRateLimited(
+            kind="request_rate_limited", request_rate=rate, burstiness=burstiness
+        )
     return UnboundedRequestRate(kind="unbounded_request_rate")
 
 
@@ -85,7 +87,9 @@ def slo_input(
     if ttft_ms is None and tpot_ms is None and latency_ms is None:
         return None
     return BenchRequestSloInput(
-        ttft_ms=ttft_ms, tpot_ms=tpot_ms, request_latency_ms=latency_ms,
+        ttft_ms=ttft_ms,
+        tpot_ms=tpot_ms,
+        request_latency_ms=latency_ms,
         minimum_good_request_ratio=minimum_ratio,
     )
 
@@ -100,12 +104,17 @@ def endpoint_input(target: Target) -> ClientEndpointInput:
     except ValueError as exc:
         raise ConfigurationError(f"--url {target.url!r}: the port is not a number 0-65535") from exc
     return ClientEndpointInput(
-        protocol=EndpointProtocol.HTTP, host=parts.hostname, port=port,
-        completions_path=target.completions_path, chat_completions_path=target.chat_completions_path,
+        protocol=EndpointProtocol.HTTP,
+        host=parts.hostname,
+        port=port,
+        completions_path=target.completions_path,
+        chat_completions_path=target.chat_completions_path,
     )
 
 
-def case_request(target: Target, workload: Workload, shape: CaseShape, artifact_dir: Path) -> BenchClientRequest:
+def case_request(
+    target: Target, workload: Workload, shape: CaseShape, artifact_dir: Path
+) -> BenchClientRequest:
     definition = BenchDefinitionInput(
         request_source=workload.source,
         seed=workload.seed,
@@ -120,7 +129,9 @@ def case_request(target: Target, workload: Workload, shape: CaseShape, artifact_
         model=MeasurementModelInput(locator=target.tokenizer, served_name=target.served_name),
         definition=definition,
         population=workload.population,
-        case=BenchCaseInput(load_shape=shape.load, request_count=shape.requests, warmup_request_count=shape.warmup),
+        case=BenchCaseInput(
+            load_shape=shape.load, request_count=shape.requests, warmup_request_count=shape.warmup
+        ),
         case_budget_seconds=shape.budget_seconds,
         artifact_dir=artifact_dir,
     )

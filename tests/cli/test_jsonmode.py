@@ -55,7 +55,9 @@ def test_bad_json_gives_failed_result_and_exit_zero(
 
 
 @pytest.mark.parametrize("form", ["case", "prepare"])
-def test_missing_request_file_names_the_path(form: str, tmp_path: Path, check_v6: SchemaCheck) -> None:
+def test_missing_request_file_names_the_path(
+    form: str, tmp_path: Path, check_v6: SchemaCheck
+) -> None:
     prefix, definition = FORMS[form]
     output = tmp_path / "result.json"
     proc = run_cli(*prefix, "--input", tmp_path / "nope.json", "--output", output)

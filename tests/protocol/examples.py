@@ -13,7 +13,8 @@ CATALOG: dict[str, Any] = {
     "sha256": "35f0e213ce091ed9b9af2a1f0755e9d39f9ccec34ab281cd4ca60d70f6479ba4",
     "source_format": "sharegpt-json-array-v1",
     "license": "Apache-2.0",
-    "cache_path": "/cache/inferlab/datasets/sha256/35f0e213ce091ed9b9af2a1f0755e9d39f9ccec34ab281cd4ca60d70f6479ba4",
+    "cache_path": "/cache/inferlab/datasets/sha256/"
+    "35f0e213ce091ed9b9af2a1f0755e9d39f9ccec34ab281cd4ca60d70f6479ba4",
     "cache_state": "missing",
     "materialization_identity": "sharegpt-single-request-v1",
 }
@@ -35,7 +36,12 @@ ENDPOINT = {
     "completions_path": "/v1/completions",
     "chat_completions_path": "/v1/chat/completions",
 }
-POPULATION = {"path": "/runs/p/population.jsonl", "sha256": "ab" * 32, "entries": 64, "tpot_applicable": True}
+POPULATION = {
+    "path": "/runs/p/population.jsonl",
+    "sha256": "ab" * 32,
+    "entries": 64,
+    "tpot_applicable": True,
+}
 
 LOAD_SHAPES: list[dict[str, Any]] = [
     {"kind": "concurrency_limited", "concurrency": 8},
@@ -44,40 +50,55 @@ LOAD_SHAPES: list[dict[str, Any]] = [
     {"kind": "unbounded_request_rate"},
 ]
 
-SLO = {"request_latency_ms": 2000.0, "ttft_ms": 250.0, "tpot_ms": None, "minimum_good_request_ratio": 0.9}
+SLO = {
+    "request_latency_ms": 2000.0,
+    "ttft_ms": 250.0,
+    "tpot_ms": None,
+    "minimum_good_request_ratio": 0.9,
+}
 
 
 def prep_request(source: dict[str, Any] | None = None) -> dict[str, Any]:
-    return copy.deepcopy({
-        "protocol_version": "6",
-        "model": MODEL,
-        "request_source": source or DATASET_SOURCE,
-        "source_path": "/data/sharegpt.json",
-        "required_entries": 64,
-        "seed": 7,
-        "request_body": {"chat_template_kwargs": {"enable_thinking": False}},
-        "artifact_dir": "/runs/p",
-    })
-
-
-def case_request(load_shape: dict[str, Any], source: dict[str, Any] | None = None) -> dict[str, Any]:
-    return copy.deepcopy({
-        "protocol_version": "6",
-        "endpoint": ENDPOINT,
-        "model": MODEL,
-        "definition": {
+    return copy.deepcopy(
+        {
+            "protocol_version": "6",
+            "model": MODEL,
             "request_source": source or DATASET_SOURCE,
+            "source_path": "/data/sharegpt.json",
+            "required_entries": 64,
             "seed": 7,
-            "request_body": {"temperature": 0.0, "stop": ["\n\n"], "nested": {"a": [1, 2.5, True]}},
-            "request_slo": SLO,
-            "timeout_seconds": 600,
-            "reset_prefix_cache": True,
-        },
-        "population": POPULATION,
-        "case": {"load_shape": load_shape, "request_count": 64, "warmup_request_count": 4},
-        "case_budget_seconds": 900.5,
-        "artifact_dir": "/runs/c1",
-    })
+            "request_body": {"chat_template_kwargs": {"enable_thinking": False}},
+            "artifact_dir": "/runs/p",
+        }
+    )
+
+
+def case_request(
+    load_shape: dict[str, Any], source: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    return copy.deepcopy(
+        {
+            "protocol_version": "6",
+            "endpoint": ENDPOINT,
+            "model": MODEL,
+            "definition": {
+                "request_source": source or DATASET_SOURCE,
+                "seed": 7,
+                "request_body": {
+                    "temperature": 0.0,
+                    "stop": ["\n\n"],
+                    "nested": {"a": [1, 2.5, True]},
+                },
+                "request_slo": SLO,
+                "timeout_seconds": 600,
+                "reset_prefix_cache": True,
+            },
+            "population": POPULATION,
+            "case": {"load_shape": load_shape, "request_count": 64, "warmup_request_count": 4},
+            "case_budget_seconds": 900.5,
+            "artifact_dir": "/runs/c1",
+        }
+    )
 
 
 def prep_result_succeeded() -> dict[str, Any]:
@@ -119,6 +140,8 @@ def case_result_succeeded() -> dict[str, Any]:
         },
         "native_command": ["aiperf", "profile", "--config", "/runs/c1/aiperf-config.json"],
         "native_exit_code": 0,
-        "raw_artifacts": [{"name": "summary", "kind": "aiperf-summary-json", "path": "/runs/c1/x.json"}],
+        "raw_artifacts": [
+            {"name": "summary", "kind": "aiperf-summary-json", "path": "/runs/c1/x.json"}
+        ],
         "error": None,
     }

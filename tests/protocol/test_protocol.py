@@ -29,7 +29,11 @@ EXAMPLES: list[tuple[str, type[BaseModel], dict[str, Any]]] = [
         BenchDatasetPreparationRequest,
         examples.prep_request(examples.RANDOM_SOURCE),
     ),
-    ("BenchDatasetPreparationResult", BenchDatasetPreparationResult, examples.prep_result_succeeded()),
+    (
+        "BenchDatasetPreparationResult",
+        BenchDatasetPreparationResult,
+        examples.prep_result_succeeded(),
+    ),
     ("BenchClientResult", BenchClientResult, examples.case_result_succeeded()),
     *[
         ("BenchClientRequest", BenchClientRequest, examples.case_request(shape))
@@ -109,7 +113,11 @@ def test_wrong_load_shape_tag_is_rejected() -> None:
 def test_wrong_source_tag_and_dataset_enum_are_rejected() -> None:
     source = copy.deepcopy(examples.DATASET_SOURCE)
     source["dataset"] = "lmsys"
-    _rejects(BenchDatasetPreparationRequest, examples.prep_request(source), "request_source.dataset.dataset")
+    _rejects(
+        BenchDatasetPreparationRequest,
+        examples.prep_request(source),
+        "request_source.dataset.dataset",
+    )
     _rejects(
         BenchDatasetPreparationRequest,
         examples.prep_request({"kind": "synthetic", "input_tokens": 1, "output_tokens": 1}),
@@ -126,7 +134,9 @@ def test_wrong_source_tag_and_dataset_enum_are_rejected() -> None:
         (("required_entries",), 2**32),
     ],
 )
-def test_negative_or_oversized_unsigned_values_are_rejected(path: tuple[str, ...], value: int) -> None:
+def test_negative_or_oversized_unsigned_values_are_rejected(
+    path: tuple[str, ...], value: int
+) -> None:
     request = examples.prep_request()
     target = request
     for key in path[:-1]:
@@ -172,5 +182,7 @@ def test_failed_result_defaults_conform(check_v6: SchemaCheck) -> None:
 
 
 def test_endpoint_url_is_built_from_host_port_and_path() -> None:
-    parsed = parse_request(BenchClientRequest, json.dumps(examples.case_request(examples.LOAD_SHAPES[0])))
+    parsed = parse_request(
+        BenchClientRequest, json.dumps(examples.case_request(examples.LOAD_SHAPES[0]))
+    )
     assert parsed.endpoint.chat_completions_url == "http://127.0.0.1:8000/v1/chat/completions"

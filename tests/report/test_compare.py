@@ -38,8 +38,12 @@ def test_compare_reports_deltas_population_and_setup(tmp_path: Path) -> None:
     request_a = examples.case_request({"kind": "concurrency_limited", "concurrency": 1})
     request_b = examples.case_request({"kind": "concurrency_limited", "concurrency": 4})
     request_b["artifact_dir"] = "/elsewhere"
-    a = load_case(save_case(tmp_path / "a", {"p50_ttft_ms": 10.0, "request_throughput": 1.0}, request_a))
-    b = load_case(save_case(tmp_path / "b", {"p50_ttft_ms": 20.0, "output_throughput": 9.0}, request_b))
+    a = load_case(
+        save_case(tmp_path / "a", {"p50_ttft_ms": 10.0, "request_throughput": 1.0}, request_a)
+    )
+    b = load_case(
+        save_case(tmp_path / "b", {"p50_ttft_ms": 20.0, "output_throughput": 9.0}, request_b)
+    )
     comparison = compare_cases(a, b)
     assert [row.name for row in comparison.rows] == ["p50_ttft_ms"]
     assert comparison.rows[0].delta == 10.0

@@ -26,13 +26,24 @@ def assert_nontrivial_png(path: Path) -> None:
 def test_latency_cdfs_png(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     series = {
-        "c=1": {"ttft_ms": rng.gamma(2, 5, 64), "tpot_ms": rng.gamma(2, 1, 64), "request_latency_ms": rng.gamma(3, 50, 64)},
-        "c=8": {"ttft_ms": rng.gamma(2, 9, 64), "tpot_ms": rng.gamma(2, 2, 64), "request_latency_ms": rng.gamma(3, 80, 64)},
+        "c=1": {
+            "ttft_ms": rng.gamma(2, 5, 64),
+            "tpot_ms": rng.gamma(2, 1, 64),
+            "request_latency_ms": rng.gamma(3, 50, 64),
+        },
+        "c=8": {
+            "ttft_ms": rng.gamma(2, 9, 64),
+            "tpot_ms": rng.gamma(2, 2, 64),
+            "request_latency_ms": rng.gamma(3, 80, 64),
+        },
     }
     assert_nontrivial_png(latency_cdfs(series, tmp_path / "cdf.png"))
     assert [p.name for p in tmp_path.iterdir()] == ["cdf.png"]
 
 
 def test_sweep_curves_png(tmp_path: Path) -> None:
-    points = [SweepPoint(f"c={c}", c, c * 0.9, c * 100.0, 10.0 + c, 20.0 + c, 100.0 + c, c * 0.8) for c in (1, 4, 16)]
+    points = [
+        SweepPoint(f"c={c}", c, c * 0.9, c * 100.0, 10.0 + c, 20.0 + c, 100.0 + c, c * 0.8)
+        for c in (1, 4, 16)
+    ]
     assert_nontrivial_png(sweep_curves(points, "concurrency", tmp_path / "sweep.png"))

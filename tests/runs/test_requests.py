@@ -43,7 +43,11 @@ def test_slo_is_absent_without_bounds() -> None:
 
 @pytest.mark.parametrize(
     ("url", "host", "port"),
-    [("http://127.0.0.1:8000", "127.0.0.1", 8000), ("localhost:9", "localhost", 9), ("http://h", "h", 80)],
+    [
+        ("http://127.0.0.1:8000", "127.0.0.1", 8000),
+        ("localhost:9", "localhost", 9),
+        ("http://h", "h", 80),
+    ],
 )
 def test_endpoint_from_url(url: str, host: str, port: int) -> None:
     endpoint = endpoint_input(Target(url, "m", "/tok"))
@@ -65,8 +69,10 @@ def test_case_request_is_schema_valid(tmp_path: Path, check_v6: SchemaCheck) -> 
         reset_prefix_cache=True,
     )
     request = case_request(
-        Target("http://127.0.0.1:8000", "sim", "/tok"), workload,
-        CaseShape(load_shape(rate=3.0), requests=16, warmup=0, budget_seconds=120.0), tmp_path,
+        Target("http://127.0.0.1:8000", "sim", "/tok"),
+        workload,
+        CaseShape(load_shape(rate=3.0), requests=16, warmup=0, budget_seconds=120.0),
+        tmp_path,
     )
     check_v6("BenchClientRequest", json.loads(dump_json(request)))
     assert request.definition.timeout_seconds == 120

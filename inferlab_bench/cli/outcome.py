@@ -1,0 +1,77 @@
+"""How ``run``, ``sweep`` and ``demo`` show what they measured: tables, validity, file locations."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.text import Text
+
+from inferlab_bench.cli.render import EXIT_FAILED, print_json, show
+from inferlab_bench.protocol import ClientStatus
+from inferlab_bench.report.rundir import SavedCase
+from inferlab_bench.report.tables import case_table, load_label, sweep_table
+from inferlab_bench.validity.report import trial_lines
+from inferlab_bench.validity.trials import MetricSummary
+
+
+def render_cases(
+    cases: Sequence[SavedCase],
+    summaries: Sequence[MetricSummary],
+    *,
+    as_json: bool,
+    out: Path,
+    title: str = "",
+) -> None:
+    if as_json:
+        print_json(
+            {
+                "cases": {str(c.directory): c.result.model_dump(mode="json") for c in cases},
+                "validity": {str(c.directory): c.validity for c in cases},
+                "trials": [s.model_dump(mode="json") for s in summaries],
+            }
+        )
+        return
+    if len(cases) == 1:
+        show(case_table(cases[0].result, title=title or load_label(cases[0].request)))
+    else:
+        show(sweep_table(cases, title=title or str(out)))
+    for case in cases:
+        for line in validity_lines(case):
+            show(Text(line))
+    for line in trial_lines(tuple(summaries)):
+        show(Text(line))
+    print(f"results in {out.resolve()}", file=sys.stderr)
+
+
+def validity_lines(case: SavedCase) -> list[str]:
+    doc = case.validity
+    if not doc:
+        return []
+    verdicts = ", ".join(f"{k}={v}" for k, v in doc.get("verdicts", {}).items())
+    return [f"{case.label}: validity {doc.get('verdict')} ({verdicts})"]
+
+
+def strict_failures(cases: Sequence[SavedCase]) -> list[str]:
+    """Every failed validity verdict, as ``case: verdict`` (what ``--strict`` refuses)."""
+    failed = []
+    for case in cases:
+        for name, verdict in ((case.validity or {}).get("verdicts") or {}).items():
+            if verdict == "fail":
+                failed.append(f"{case.label}: {name}")
+    return failed
+
+
+def exit_code(cases: Sequence[SavedCase], *, strict: bool) -> int:
+    """Non-zero when a case failed, or (with ``--strict``) when a validity verdict failed."""
+    code = 0
+    for case in cases:
+        if case.result.status is ClientStatus.FAILED:
+            print(f"inferlab-bench: error: {case.label}: {case.result.error}", file=sys.stderr)
+            code = EXIT_FAILED
+    if strict:
+        for failure in strict_failures(cases):
+            print(f"inferlab-bench: --strict: validity verdict failed: {failure}", file=sys.stderr)
+            code = EXIT_FAILED
+    return code

@@ -1,0 +1,49 @@
+"""``inferlab-bench run``: one case with ordinary flags; saves request/result/plots in --out."""
+
+from __future__ import annotations
+
+import argparse
+
+from inferlab_bench.cli.caseflags import add_case_flags, case_options, target_from, workload_from
+from inferlab_bench.cli.outcome import exit_code, render_cases
+from inferlab_bench.cli.render import report_error
+from inferlab_bench.errors import InferlabError
+from inferlab_bench.report.figures import case_plots
+from inferlab_bench.runs.execute import run_and_save
+from inferlab_bench.runs.requests import CaseShape, case_request, load_shape
+from inferlab_bench.runs.trials import run_trials
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("run", help="run one case against a server (human flags)")
+    load = parser.add_argument_group("load (exactly one)")
+    load.add_argument("--concurrency", type=int, help="fixed number of in-flight requests")
+    load.add_argument("--rate", type=float, help="request rate per second (poisson)")
+    load.add_argument(
+        "--burstiness", type=float, help="gamma arrivals with this smoothness (with --rate)"
+    )
+    load.add_argument("--unbounded", action="store_true", help="send every request at once")
+    add_case_flags(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        shape = CaseShape(
+            load_shape(args.concurrency, args.rate, args.burstiness, args.unbounded),
+            requests=args.requests,
+            warmup=args.warmup,
+            budget_seconds=args.budget,
+        )
+        request = case_request(target_from(args), workload_from(args), shape, args.out.resolve())
+        options = case_options(args)
+        if args.trials > 1:
+            outcome = run_trials(request, options, args.trials)
+            cases, summaries = list(outcome.trials), outcome.summaries
+        else:
+            cases, summaries = [run_and_save(request, options)], ()
+    except InferlabError as exc:
+        return report_error(exc)
+    case_plots(cases, args.out / "plots")
+    render_cases(cases, summaries, as_json=args.json, out=args.out)
+    return exit_code(cases, strict=args.strict)

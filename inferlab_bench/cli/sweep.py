@@ -1,0 +1,56 @@
+"""``inferlab-bench sweep``: one population, several concurrencies or rates, one table and plots."""
+
+from __future__ import annotations
+
+import argparse
+
+from inferlab_bench.cli.caseflags import add_case_flags, case_options, target_from, workload_from
+from inferlab_bench.cli.outcome import exit_code, render_cases
+from inferlab_bench.cli.render import report_error
+from inferlab_bench.errors import ConfigurationError, InferlabError
+from inferlab_bench.protocol import BenchLoadInput
+from inferlab_bench.runs.requests import CaseShape, case_request, load_shape
+from inferlab_bench.runs.sweep import run_sweep
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("sweep", help="run a case at several concurrencies or rates")
+    load = parser.add_argument_group("load points (exactly one)")
+    load.add_argument("--concurrency", help="comma-separated concurrencies, e.g. 1,4,16")
+    load.add_argument("--rate", help="comma-separated request rates, e.g. 0.5,1,2")
+    load.add_argument(
+        "--burstiness", type=float, help="gamma arrivals with this smoothness (with --rate)"
+    )
+    add_case_flags(parser)
+    parser.set_defaults(handler=run)
+
+
+def sweep_loads(args: argparse.Namespace) -> list[BenchLoadInput]:
+    if (args.concurrency is None) == (args.rate is None):
+        raise ConfigurationError("sweep: give exactly one of --concurrency LIST or --rate LIST")
+    flag, text = ("--concurrency", args.concurrency) if args.concurrency else ("--rate", args.rate)
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError as exc:
+        raise ConfigurationError(f"{flag} {text!r}: expected comma-separated numbers") from exc
+    if not values:
+        raise ConfigurationError(f"{flag}: no values")
+    if flag == "--concurrency":
+        if any(v != int(v) or v < 1 for v in values):
+            raise ConfigurationError(f"--concurrency {text!r}: expected positive integers")
+        return [load_shape(concurrency=int(v)) for v in values]
+    return [load_shape(rate=v, burstiness=args.burstiness) for v in values]
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        loads = sweep_loads(args)
+        shape = CaseShape(
+            loads[0], requests=args.requests, warmup=args.warmup, budget_seconds=args.budget
+        )
+        base = case_request(target_from(args), workload_from(args), shape, args.out.resolve())
+        outcome = run_sweep(base, loads, case_options(args), args.out.resolve(), trials=args.trials)
+    except InferlabError as exc:
+        return report_error(exc)
+    render_cases(outcome.cases, (), as_json=args.json, out=args.out)
+    return exit_code(outcome.cases, strict=args.strict)

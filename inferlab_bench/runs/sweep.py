@@ -1,0 +1,74 @@
+"""A sweep: one case per load point on one population, saved side by side, with plots."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from inferlab_bench.atomic import write_bytes_atomic
+from inferlab_bench.case.stage import CaseOptions
+from inferlab_bench.protocol import BenchClientRequest, BenchLoadInput
+from inferlab_bench.report.figures import case_plots
+from inferlab_bench.report.rundir import SWEEP_FILE, SavedCase
+from inferlab_bench.report.tables import load_label
+from inferlab_bench.runs.execute import run_and_save
+from inferlab_bench.runs.trials import run_trials
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    directory: Path
+    cases: tuple[SavedCase, ...]
+    plots: tuple[Path, ...]
+
+
+def case_dir(root: Path, index: int, load: BenchLoadInput) -> Path:
+    label = load_label_for_dir(load)
+    return root / f"{index:02d}-{label}"
+
+
+def load_label_for_dir(load: BenchLoadInput) -> str:
+    if load.kind == "concurrency_limited":
+        return f"c{load.concurrency}"
+    if load.kind == "request_rate_limited":
+        return f"rate{load.request_rate:g}"
+    return "unbounded"
+
+
+def run_sweep(
+    base: BenchClientRequest,
+    loads: Sequence[BenchLoadInput],
+    options: CaseOptions,
+    root: Path,
+    trials: int = 1,
+) -> SweepOutcome:
+    """Run ``base`` at every load in order (each in its own directory) and plot the sweep."""
+    cases = []
+    for index, load in enumerate(loads, 1):
+        request = base.model_copy(
+            update={
+                "artifact_dir": case_dir(root, index, load),
+                "case": base.case.model_copy(update={"load_shape": load}),
+            }
+        )
+        if trials > 1:
+            cases.append(run_trials(request, options, trials).trials[0])
+        else:
+            cases.append(run_and_save(request, options))
+    write_bytes_atomic(root / SWEEP_FILE, _index(cases))
+    return SweepOutcome(root, tuple(cases), case_plots(cases, root / "plots"))
+
+
+def _index(cases: Sequence[SavedCase]) -> bytes:
+    rows = [
+        {
+            "directory": c.directory.name,
+            "load": load_label(c.request),
+            "status": c.result.status.value,
+        }
+        for c in cases
+    ]
+    return orjson.dumps({"schema_version": 1, "cases": rows}, option=orjson.OPT_INDENT_2)
