@@ -8,8 +8,9 @@ import sys
 import threading
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from inferlab_bench.errors import InferlabError
 from inferlab_bench.simulator import FaultConfig, LatencyConfig, SimulatorConfig, running_simulator
@@ -21,61 +22,56 @@ _RESET_CHOICES: dict[str, tuple[ResetEndpoint, ...]] = {
     "both": ("vllm", "sglang"),
     "none": (),
 }
-_LATENCY_FLAGS = (
-    "prefill_base_ms",
-    "prefill_ms_per_token",
-    "decode_base_ms",
-    "decode_ms_per_seq",
-    "max_num_seqs",
-    "jitter",
-)
-_FAULT_FLAGS = tuple(FaultConfig.model_fields)
+# SimulatorConfig fields offered as flags of the same name (defaults and help from the model).
+_SERVER_FIELDS = ("max_model_len", "default_max_tokens", "block_size", "cache_capacity_blocks")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("simulate", help="run a simulated OpenAI-compatible server (vLLM-like)")
     _server_flags(parser)
-    _latency_flags(parser.add_argument_group("latency model (milliseconds)"))
-    _fault_flags(parser.add_argument_group("fault injection (rates are 0..1, seeded)"))
+    latency = parser.add_argument_group("latency model (milliseconds)")
+    _model_flags(latency, LatencyConfig)
+    latency.add_argument("--zero-latency", action="store_true", help="no modeled latency at all")
+    _model_flags(parser.add_argument_group("fault injection (rates are 0..1, seeded)"), FaultConfig)
     parser.set_defaults(handler=run)
 
 
 def _server_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
     parser.add_argument("--port", type=int, default=8000, help="0 picks a free port")
     parser.add_argument("--model", default="sim-model", help="served model id")
     parser.add_argument("--tokenizer", help="tokenizer directory for exact prompt token counts")
     parser.add_argument("--ground-truth", type=Path, help="append ground-truth JSONL here")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of every random decision")
     parser.add_argument(
         "--reset-endpoint",
         choices=sorted(_RESET_CHOICES),
         default="both",
         help="prefix-cache reset routes: vllm /reset_prefix_cache, sglang /flush_cache",
     )
-    parser.add_argument("--max-model-len", type=int, default=32768)
-    parser.add_argument("--block-size", type=int, default=16, help="prefix-cache block (tokens)")
-    parser.add_argument("--cache-capacity-blocks", type=int, default=65536)
+    for name in _SERVER_FIELDS:
+        _field_flag(parser, SimulatorConfig, name)
 
 
-def _latency_flags(group: argparse._ArgumentGroup) -> None:
-    defaults = LatencyConfig()
-    for name in _LATENCY_FLAGS:
-        kind = int if name == "max_num_seqs" else float
-        group.add_argument(_flag(name), type=kind, default=getattr(defaults, name))
-    group.add_argument("--zero-latency", action="store_true", help="no modeled latency at all")
+def _model_flags(group: argparse._ArgumentGroup, model: type[BaseModel]) -> None:
+    for name in model.model_fields:
+        _field_flag(group, model, name)
 
 
-def _fault_flags(group: argparse._ArgumentGroup) -> None:
-    for name, field in FaultConfig.model_fields.items():
-        if field.annotation is bool:
-            group.add_argument(_flag(name), action="store_true")
-        else:
-            group.add_argument(_flag(name), type=field.annotation, default=field.default)  # type: ignore[arg-type]
+def _field_flag(
+    group: argparse.ArgumentParser | argparse._ArgumentGroup, model: type[BaseModel], name: str
+) -> None:
+    field = model.model_fields[name]
+    flag = "--" + name.replace("_", "-")
+    if field.annotation is bool:
+        group.add_argument(flag, action="store_true", help=field.description)
+    else:
+        kind: Any = field.annotation
+        group.add_argument(flag, type=kind, default=field.default, help=field.description)
 
 
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+def _values(args: argparse.Namespace, model: type[BaseModel]) -> dict[str, Any]:
+    return {name: getattr(args, name) for name in model.model_fields}
 
 
 def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
@@ -83,7 +79,7 @@ def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
     if args.zero_latency:
         latency = LatencyConfig.zero()
     else:
-        latency = LatencyConfig(**{name: getattr(args, name) for name in _LATENCY_FLAGS})
+        latency = LatencyConfig(**_values(args, LatencyConfig))
     return SimulatorConfig(
         model=args.model,
         tokenizer=args.tokenizer,
@@ -92,11 +88,9 @@ def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
         host=args.host,
         port=args.port,
         reset_endpoints=_RESET_CHOICES[args.reset_endpoint],
-        max_model_len=args.max_model_len,
-        block_size=args.block_size,
-        cache_capacity_blocks=args.cache_capacity_blocks,
         latency=latency,
-        faults=FaultConfig(**{name: getattr(args, name) for name in _FAULT_FLAGS}),
+        faults=FaultConfig(**_values(args, FaultConfig)),
+        **{name: getattr(args, name) for name in _SERVER_FIELDS},
     )
 
 

@@ -19,13 +19,21 @@ class _Frozen(BaseModel):
 class LatencyConfig(_Frozen):
     """Parameters of the latency model (milliseconds); see ``latency`` for the formulas."""
 
-    prefill_base_ms: float = Field(default=5.0, ge=0)
-    prefill_ms_per_token: float = Field(default=0.05, ge=0)
-    decode_base_ms: float = Field(default=8.0, ge=0)
-    decode_ms_per_seq: float = Field(default=0.2, ge=0)
-    max_num_seqs: int = Field(default=64, ge=1)
+    prefill_base_ms: float = Field(default=5.0, ge=0, description="fixed prefill cost per request")
+    prefill_ms_per_token: float = Field(
+        default=0.05, ge=0, description="prefill cost per uncached prompt token"
+    )
+    decode_base_ms: float = Field(
+        default=8.0, ge=0, description="inter-token time of a lone sequence"
+    )
+    decode_ms_per_seq: float = Field(
+        default=0.2, ge=0, description="extra inter-token time per running sequence"
+    )
+    max_num_seqs: int = Field(
+        default=64, ge=1, description="running sequences; the rest queue FIFO"
+    )
     jitter: float = Field(
-        default=0.0, ge=0, lt=1, description="relative half-width of uniform jitter"
+        default=0.0, ge=0, lt=1, description="each duration times U(1-j, 1+j), seeded"
     )
 
     @classmethod
@@ -55,17 +63,27 @@ class LatencyConfig(_Frozen):
 class FaultConfig(_Frozen):
     """Fault injection; each rate is the seeded per-request probability (1.0 = every request)."""
 
-    error_rate: float = Field(default=0.0, ge=0, le=1)
-    error_status: int = Field(default=500, ge=400, le=599)
-    stall_rate: float = Field(default=0.0, ge=0, le=1)
-    stall_seconds: float = Field(default=0.0, ge=0)
-    drop_rate: float = Field(default=0.0, ge=0, le=1)
-    drop_after_tokens: int = Field(default=1, ge=0)
-    malformed_rate: float = Field(default=0.0, ge=0, le=1)
-    malformed_after_tokens: int = Field(default=1, ge=0)
-    prompt_tokens_offset: int = 0
-    ignore_min_tokens: bool = False
-    reset_noop: bool = False
+    error_rate: float = Field(default=0.0, ge=0, le=1, description="share answered with an error")
+    error_status: int = Field(
+        default=500, ge=400, le=599, description="HTTP status of injected errors (500, 429...)"
+    )
+    stall_rate: float = Field(default=0.0, ge=0, le=1, description="share whose first byte stalls")
+    stall_seconds: float = Field(default=0.0, ge=0, description="length of a stall")
+    drop_rate: float = Field(
+        default=0.0, ge=0, le=1, description="share whose connection is dropped mid-body"
+    )
+    drop_after_tokens: int = Field(default=1, ge=0, description="tokens sent before a drop")
+    malformed_rate: float = Field(
+        default=0.0, ge=0, le=1, description="share that get one invalid-JSON SSE chunk"
+    )
+    malformed_after_tokens: int = Field(
+        default=1, ge=0, description="tokens sent before the malformed chunk"
+    )
+    prompt_tokens_offset: int = Field(default=0, description="added to reported prompt_tokens")
+    ignore_min_tokens: bool = Field(
+        default=False, description="emit half the tokens asked for, ignoring min_tokens"
+    )
+    reset_noop: bool = Field(default=False, description="resets answer 200 but keep the cache")
 
 
 class SimulatorConfig(_Frozen):
@@ -78,10 +96,14 @@ class SimulatorConfig(_Frozen):
     host: str = "127.0.0.1"
     port: int = Field(default=0, ge=0, le=65535)
     reset_endpoints: tuple[ResetEndpoint, ...] = ("vllm", "sglang")
-    max_model_len: int = Field(default=32768, ge=1)
-    default_max_tokens: int = Field(default=256, ge=1)
-    block_size: int = Field(default=16, ge=1)
-    cache_capacity_blocks: int = Field(default=65536, ge=0)
+    max_model_len: int = Field(default=32768, ge=1, description="context limit (400 beyond)")
+    default_max_tokens: int = Field(
+        default=256, ge=1, description="output cap when a request gives no max_tokens"
+    )
+    block_size: int = Field(default=16, ge=1, description="prefix-cache block, in tokens")
+    cache_capacity_blocks: int = Field(
+        default=65536, ge=0, description="prefix-cache LRU capacity (0 disables)"
+    )
     latency: LatencyConfig = LatencyConfig()
     faults: FaultConfig = FaultConfig()
 
