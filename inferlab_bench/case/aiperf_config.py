@@ -99,7 +99,7 @@ def build_plan(
         "endpoint": _endpoint(request, body.body, timeout_seconds),
         "dataset": _dataset(request),
         "profiling": _profiling(request, reset_after_warmup),
-        "tokenizer": {"name": request.model.locator},
+        "tokenizer": _tokenizer(request),
         "runtime": {"ui": "none"},
         "gpuTelemetry": {"enabled": False},
         "serverMetrics": {"enabled": False},
@@ -225,6 +225,14 @@ def _profiling(request: BenchClientRequest, reset_after_warmup: bool) -> dict[st
     if reset_after_warmup:
         phase["timingMode"] = RESET_AFTER_WARMUP_TIMING_MODE
     return phase
+
+
+def _tokenizer(request: BenchClientRequest) -> dict[str, Any]:
+    tokenizer: dict[str, Any] = {"name": request.model.locator}
+    if isinstance(request.definition.request_source, RandomSource):
+        # input_tokens are what the server sees: AIPerf sizes the text net of the chat template.
+        tokenizer["applyChatTemplate"] = True
+    return tokenizer
 
 
 def _warmup(request: BenchClientRequest) -> dict[str, Any]:

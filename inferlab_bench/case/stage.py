@@ -227,11 +227,15 @@ def _check_outcome(case: _Case, outcome: runner.RunOutcome, hooked: bool) -> Non
         )
     if hooked:
         _check_hook_reset(case)
-    if outcome.exit_code != 0:
-        raise LoadGeneratorError(
-            f"AIPerf exited with code {outcome.exit_code}: {_log_reason(outcome.log_path)}",
-            hint=f"see {outcome.log_path}",
-        )
+    if outcome.exit_code != 0 and not (case.aiperf_dir / f"{_PREFIX}.jsonl").is_file():
+        raise _exit_error(outcome)
+
+
+def _exit_error(outcome: runner.RunOutcome) -> LoadGeneratorError:
+    return LoadGeneratorError(
+        f"AIPerf exited with code {outcome.exit_code}: {_log_reason(outcome.log_path)}",
+        hint=f"see {outcome.log_path}",
+    )
 
 
 def _check_hook_reset(case: _Case) -> None:
@@ -257,9 +261,14 @@ def _log_reason(log_path: Path, limit: int = 400) -> str:
 def _measure(case: _Case, outcome: runner.RunOutcome, *, reset_checked: bool) -> BenchClientResult:
     request = case.request
     records = read_records(case.aiperf_dir / f"{_PREFIX}.jsonl")
-    summary = read_json_file(case.aiperf_dir / f"{_PREFIX}.json", "summary")
     _check_validity(case, records)
     profiling = records.profiling
+    # AIPerf exits 1 and writes no summary when every request failed: still a measurement.
+    all_failed = bool(np.all(profiling.has_error | profiling.was_cancelled))
+    if outcome.exit_code != 0 and not all_failed:
+        raise _exit_error(outcome)
+    summary_path = case.aiperf_dir / f"{_PREFIX}.json"
+    summary = {} if all_failed and not summary_path.exists() else read_json_file(summary_path, "summary")
     slo_evidence = _slo(case, records, summary)
     completed = int(np.sum(~(profiling.has_error | profiling.was_cancelled)))
     scope = metrics.MetricScope(

@@ -30,6 +30,7 @@ OUTPUT_LENGTHS = [4, 24, 4, 24, 24, 4, 24, 4, 4, 24, 4, 24]
 WARMUP, REQUESTS = 2, 6
 LATENCY = LatencyConfig(prefill_base_ms=60.0, prefill_ms_per_token=0.1, decode_base_ms=12.0, decode_ms_per_seq=0.5)
 MIDDLE_SLO_MS = 200.0
+RANDOM = {"kind": "random", "input_tokens": 48, "output_tokens": 6}
 
 
 @dataclass(frozen=True)
@@ -169,12 +170,17 @@ def test_prompt_cache_read_ratio_is_reported(warm_vllm: Ran) -> None:
 def test_rate_and_unbounded_loads(sim: Any, population: dict[str, Any], tmp_path: Path, check_v6: Any,
                                   shape: dict[str, Any], slo_ms: float | None, ratio: float | None) -> None:
     slo = None if slo_ms is None else {"request_latency_ms": slo_ms, "minimum_good_request_ratio": 0.5}
-    # WARMUP + REQUESTS profiling requests keep the dataset slice (and AIPerf's cache) the same.
-    ran = run(sim, tmp_path, population=population, load_shape=shape, request_count=WARMUP + REQUESTS, slo=slo)
+    # WARMUP + REQUESTS profiling requests keep the dataset slice (and AIPerf's cache) the same;
+    # the unbounded case uses AIPerf's synthetic prompts instead.
+    source = {"population": population} if slo_ms is not None else {"source": RANDOM}
+    ran = run(sim, tmp_path, load_shape=shape, request_count=WARMUP + REQUESTS, slo=slo, **source)
     assert_valid(ran.result, check_v6)
     assert ran.result.completed_requests == WARMUP + REQUESTS
     assert len(ran.requests_of("profiling")) == WARMUP + REQUESTS
     if ratio is None:
         assert ran.result.request_slo is None and "goodput" not in ran.result.metrics
+        truth = ran.requests_of("profiling")
+        assert {e["completion_tokens"] for e in truth} == {RANDOM["output_tokens"]}
+        assert {e["prompt_tokens"] for e in truth} == {RANDOM["input_tokens"]}
     else:
         assert ran.result.request_slo is not None and ran.result.metrics["good_request_ratio"] == ratio
