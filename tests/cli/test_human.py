@@ -1,0 +1,213 @@
+"""Human commands end to end: sweep, run --trials, report, compare, and their bad flags."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from inferlab_bench.cli import main
+from inferlab_bench.simulator import SimulatorConfig, running_simulator
+from tests.case.support import TOKENIZER_DIR
+from tests.report.test_plots import assert_nontrivial_png
+
+
+def cli(*args: str | Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "inferlab_bench", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def cli_in_process(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str]:
+    """Flag handling needs no subprocess: run ``main`` here; return (exit code, stderr)."""
+    try:
+        code = main([str(a) for a in args])
+    except SystemExit as exc:  # argparse usage errors
+        code = int(exc.code or 0)
+    return code, capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def server_url() -> Iterator[str]:
+    config = SimulatorConfig(model="sim", tokenizer=TOKENIZER_DIR, reset_endpoints=("vllm",))
+    with running_simulator(config) as sim:
+        yield sim.base_url
+
+
+def common(url: str, out: Path) -> list[str]:
+    return [
+        "--url",
+        url,
+        "--model",
+        "sim",
+        "--tokenizer",
+        TOKENIZER_DIR,
+        "--random-input-tokens",
+        "48",
+        "--random-output-tokens",
+        "8",
+        "--out",
+        str(out),
+    ]
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(server_url: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("sweep")
+    proc = cli(
+        "sweep",
+        *common(server_url, out),
+        "--concurrency",
+        "1,2",
+        "--requests",
+        "8",
+        "--reset-prefix-cache",
+        "vllm",
+        "--slo-ttft-ms",
+        "5000",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "c=1" in proc.stdout and "c=2" in proc.stdout
+    return out
+
+
+def test_sweep_saves_each_case_with_records_and_plots(sweep_dir: Path) -> None:
+    index = json.loads((sweep_dir / "sweep.json").read_text())
+    assert [c["directory"] for c in index["cases"]] == ["01-c1", "02-c2"]
+    for name, concurrency in (("01-c1", 1), ("02-c2", 2)):
+        case = sweep_dir / name
+        result = json.loads((case / "result.json").read_text())
+        request = json.loads((case / "request.json").read_text())
+        assert result["status"] == "succeeded", result["error"]
+        assert result["completed_requests"] == 8 and result["failed_requests"] == 0
+        assert request["case"]["load_shape"]["concurrency"] == concurrency
+        assert result["request_slo"]["good_request_ratio"] == 1.0
+        table = pq.read_table(case / "records.parquet")
+        assert table.num_rows == 8
+        assert min(table.column("ttft_ms").to_pylist()) > 0
+    assert_nontrivial_png(sweep_dir / "plots" / "latency-cdf.png")
+    assert_nontrivial_png(sweep_dir / "plots" / "sweep.png")
+
+
+def test_report_and_compare_read_the_saved_sweep(sweep_dir: Path) -> None:
+    report = cli("report", sweep_dir)
+    assert report.returncode == 0, report.stderr
+    assert "01-c1" in report.stdout and "02-c2" in report.stdout
+    compare = cli("compare", sweep_dir / "01-c1", sweep_dir / "02-c2")
+    assert compare.returncode == 0, compare.stderr
+    assert "case.load_shape.concurrency: 1 -> 2" in compare.stdout
+    as_json = json.loads(cli("compare", sweep_dir / "01-c1", sweep_dir / "02-c2", "--json").stdout)
+    rows = {row["name"]: row for row in as_json["rows"]}
+    assert rows["request_throughput"]["b"] > 0 and "p50_ttft_ms" in rows
+
+
+def test_run_with_trials_reports_confidence_intervals(server_url: str, tmp_path: Path) -> None:
+    proc = cli(
+        "run",
+        *common(server_url, tmp_path),
+        "--concurrency",
+        "2",
+        "--requests",
+        "6",
+        "--trials",
+        "2",
+        "--json",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trials = json.loads((tmp_path / "trials.json").read_text())
+    assert trials["succeeded"] == ["trial-01", "trial-02"]
+    throughput = next(s for s in trials["summaries"] if s["metric"] == "request_throughput")
+    assert throughput["trials"] == 2 and throughput["ci_half_width"] is not None
+    printed = json.loads(proc.stdout)
+    assert len(printed["cases"]) == 2
+
+
+def test_run_against_a_dead_server_fails_with_a_saved_result(tmp_path: Path) -> None:
+    proc = cli(
+        "run", *common("http://127.0.0.1:9", tmp_path), "--concurrency", "1", "--requests", "2"
+    )
+    assert proc.returncode == 1
+    assert "inferlab-bench: error:" in proc.stderr and "Traceback" not in proc.stderr
+    assert json.loads((tmp_path / "result.json").read_text())["status"] == "failed"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ([], "exactly one of --concurrency N, --rate R or --unbounded"),
+        (["--concurrency", "1", "--rate", "2"], "exactly one"),
+        (["--concurrency", "1", "--burstiness", "2"], "--burstiness only applies"),
+        (["--concurrency", "1", "--request-body", "[1]"], "--request-body: expected a JSON object"),
+    ],
+)
+def test_run_bad_flags_give_one_line_errors(
+    extra: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = cli_in_process(
+        capsys, "run", *common("http://127.0.0.1:9", tmp_path), "--requests", "2", *extra
+    )
+    assert code == 1
+    assert message in err and "Traceback" not in err
+
+
+def test_run_needs_a_workload(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = [
+        "run",
+        "--url",
+        "http://127.0.0.1:9",
+        "--model",
+        "m",
+        "--tokenizer",
+        "t",
+        "--concurrency",
+        "1",
+        "--requests",
+        "2",
+        "--out",
+        tmp_path,
+    ]
+    code, err = cli_in_process(capsys, *base)
+    assert code == 1 and "--random-input-tokens" in err
+    code, err = cli_in_process(capsys, *base, "--population", tmp_path / "none.jsonl")
+    assert code == 1 and "prepare-request" in err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--concurrency", "1,x"], "expected comma-separated numbers"),
+        (["--concurrency", "0,2"], "expected positive integers"),
+        (["--rate", "a"], "expected comma-separated numbers"),
+        ([], "exactly one of --concurrency LIST or --rate LIST"),
+    ],
+)
+def test_sweep_bad_load_lists(
+    extra: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = cli_in_process(
+        capsys, "sweep", *common("http://127.0.0.1:9", tmp_path), "--requests", "2", *extra
+    )
+    assert code == 1 and message in err
+
+
+def test_missing_required_flag_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = cli_in_process(capsys, "run", "--concurrency", "1")
+    assert code == 2 and "required" in err
+
+
+def test_report_and_compare_on_nothing_fail_clearly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = cli_in_process(capsys, "report", tmp_path)
+    assert code == 1 and "no result.json" in err
+    code, err = cli_in_process(capsys, "compare", tmp_path / "a", tmp_path / "b")
+    assert code == 1 and "cannot read saved result" in err
