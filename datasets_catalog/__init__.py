@@ -1,0 +1,1 @@
+"""The release catalog of public Bench datasets: one JSON file per dataset."""

@@ -1,0 +1,43 @@
+"""Where the source bytes come from: the given path, the cache, or a verified download."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from inferlab_bench.prepare.cache import cached_path, file_sha256
+from inferlab_bench.prepare.catalog import CatalogEntry
+from inferlab_bench.prepare.digest import verify
+from inferlab_bench.prepare.download import download_verified
+from inferlab_bench.progress import NULL_PROGRESS, ProgressSink
+
+Origin = Literal["source_path", "cache", "download"]
+
+
+@dataclass(frozen=True)
+class Acquired:
+    """A source file whose sha256 was verified just now."""
+
+    path: Path
+    sha256: str
+    origin: Origin
+
+
+def acquire(
+    entry: CatalogEntry, source_path: Path, progress: ProgressSink = NULL_PROGRESS
+) -> Acquired:
+    """``source_path`` if it hashes right, else the cache if it hashes right, else download."""
+    for path, origin in ((source_path, "source_path"), (cached_path(entry.sha256), "cache")):
+        if path.is_file():
+            progress.begin(f"verifying {path.name}", None, unit="")
+            digest = file_sha256(path)
+            progress.end()
+            if digest == entry.sha256:
+                return Acquired(path, digest, origin)  # type: ignore[arg-type]
+            if origin == "cache":
+                # A corrupt cache entry must not be used, and must not block a fresh download.
+                path.unlink(missing_ok=True)
+    downloaded = download_verified(entry.url, entry.sha256, cached_path(entry.sha256), progress)
+    verify("downloaded file", entry.sha256, downloaded.sha256)
+    return Acquired(downloaded.path, downloaded.sha256, "download")

@@ -1,0 +1,32 @@
+"""The content-addressed cache: ``$XDG_CACHE_HOME/inferlab/datasets/sha256/<digest>``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from inferlab_bench.prepare.digest import StreamingHasher
+
+_CHUNK = 4 << 20
+
+
+def cache_home() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "inferlab"
+
+
+def dataset_cache_dir() -> Path:
+    return cache_home() / "datasets" / "sha256"
+
+
+def cached_path(sha256: str) -> Path:
+    return dataset_cache_dir() / sha256
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, read in chunks (constant memory)."""
+    hasher = StreamingHasher()
+    with path.open("rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            hasher.update(chunk)
+    return hasher.hexdigest()

@@ -1,0 +1,73 @@
+"""Catalog entries (datasets_catalog/) and the check that a request's catalog agrees with them."""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from inferlab_bench.errors import CatalogMismatchError, DatasetError
+from inferlab_bench.protocol import BenchDatasetCatalogInput, describe_validation_error
+
+CATALOG_DIR_ENV = "INFERLAB_CATALOG_DIR"
+COMPARED_FIELDS = (
+    "upstream_identity",
+    "url",
+    "sha256",
+    "source_format",
+    "license",
+    "materialization_identity",
+)
+
+
+class CatalogEntry(BaseModel):
+    """One dataset as the release knows it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    dataset: str
+    upstream_identity: str
+    url: str
+    sha256: str
+    size_bytes: int | None = None
+    source_format: str
+    license: str
+    materialization_identity: str
+
+
+def catalog_dir(override: Path | None = None) -> Path | None:
+    """An explicit catalog directory (argument, then $INFERLAB_CATALOG_DIR), else None."""
+    if override is not None:
+        return override
+    env = os.environ.get(CATALOG_DIR_ENV)
+    return Path(env) if env else None
+
+
+def load_entry(dataset: str, directory: Path | None = None) -> CatalogEntry:
+    """Read ``<dataset>.json`` from ``directory`` or from the packaged datasets_catalog."""
+    where = catalog_dir(directory)
+    try:
+        if where is None:
+            raw = resources.files("datasets_catalog").joinpath(f"{dataset}.json").read_bytes()
+            label = f"datasets_catalog/{dataset}.json"
+        else:
+            raw = (where / f"{dataset}.json").read_bytes()
+            label = str(where / f"{dataset}.json")
+    except (OSError, ModuleNotFoundError) as exc:
+        raise DatasetError(f"catalog: no entry for dataset {dataset!r} ({exc})") from exc
+    try:
+        return CatalogEntry.model_validate_json(raw)
+    except ValidationError as exc:
+        raise DatasetError(
+            f"{label}: invalid catalog entry: {describe_validation_error(exc)}"
+        ) from exc
+
+
+def check_request_catalog(requested: BenchDatasetCatalogInput, entry: CatalogEntry) -> None:
+    """Every catalogued fact in the request must equal the release catalog's."""
+    for field in COMPARED_FIELDS:
+        asked, known = getattr(requested, field), getattr(entry, field)
+        if asked != known:
+            raise CatalogMismatchError(field, asked, known)

@@ -1,0 +1,59 @@
+"""The token table cache: Parquet keyed by dataset sha256 + tokenizer fingerprint + parameters."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from inferlab_bench.atomic import atomic_writer
+from inferlab_bench.prepare.cache import cache_home
+from inferlab_bench.prepare.materialize import MATERIALIZATION_IDENTITY, RULES_VERSION
+from inferlab_bench.prepare.table import SCHEMA
+
+
+def table_key(
+    dataset_sha256: str,
+    tokenizer_fingerprint: str,
+    max_input_tokens: int,
+    template_kwargs: Mapping[str, Any],
+) -> str:
+    """Everything the table's content depends on, hashed (the fixed output length is not:
+    it is applied at selection time)."""
+    facts = {
+        "dataset_sha256": dataset_sha256,
+        "tokenizer": tokenizer_fingerprint,
+        "max_input_tokens": max_input_tokens,
+        "chat_template_kwargs": dict(template_kwargs),
+        "materialization": MATERIALIZATION_IDENTITY,
+        "rules_version": RULES_VERSION,
+    }
+    return hashlib.sha256(orjson.dumps(facts, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def table_path(key: str) -> Path:
+    return cache_home() / "token-tables" / f"{key}.parquet"
+
+
+def load_table(key: str) -> pa.Table | None:
+    """The cached table, or None if absent or unreadable (it is then rebuilt)."""
+    path = table_path(key)
+    if not path.is_file():
+        return None
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowInvalid):
+        return None
+    return table if table.schema.equals(SCHEMA) else None
+
+
+def store_table(key: str, table: pa.Table) -> Path:
+    path = table_path(key)
+    with atomic_writer(path) as handle:
+        pq.write_table(table, handle, compression="zstd")
+    return path
