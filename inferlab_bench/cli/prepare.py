@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import functools
 from pathlib import Path
 
 import orjson
 
 from inferlab_bench.cli.jsonmode import run_json_command
+from inferlab_bench.cli.progress import stderr_progress
+from inferlab_bench.prepare.catalog import CATALOG_DIR_ENV
 from inferlab_bench.prepare.stage import run_prepare
 from inferlab_bench.protocol import (
     BenchDatasetPreparationRequest,
@@ -18,8 +21,16 @@ from inferlab_bench.protocol import (
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("prepare", help="prepare a frozen dataset population")
-    parser.add_argument("--input", type=Path, required=True, help="BenchDatasetPreparationRequest JSON")
+    parser.add_argument(
+        "--input", type=Path, required=True, help="BenchDatasetPreparationRequest JSON"
+    )
     parser.add_argument("--output", type=Path, required=True, help="where to write the result JSON")
+    parser.add_argument(
+        "--catalog-dir",
+        type=Path,
+        default=None,
+        help=f"use this catalog directory instead of the packaged one (env {CATALOG_DIR_ENV})",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -28,7 +39,9 @@ def run(args: argparse.Namespace) -> int:
         input_path=args.input,
         output_path=args.output,
         request_model=BenchDatasetPreparationRequest,
-        stage=run_prepare,
+        stage=functools.partial(
+            run_prepare, progress=stderr_progress(), catalog_dir=args.catalog_dir
+        ),
         failed_result=failed_result,
     )
 
