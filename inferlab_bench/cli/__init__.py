@@ -7,6 +7,10 @@ import os
 import sys
 from collections.abc import Sequence
 
+# transformers' "PyTorch was not found" advice is noise here (we only use tokenizers); set
+# before anything imports transformers, and inherited by AIPerf's subprocess.
+os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+
 from inferlab_bench import __version__
 from inferlab_bench.cli import case, handshake, prepare
 
@@ -59,8 +63,6 @@ def translate_legacy(argv: Sequence[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # transformers' "PyTorch was not found" advice is noise here: we only use tokenizers.
-    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     args_list = translate_legacy(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(args_list)

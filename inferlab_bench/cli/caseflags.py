@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
+from typing import IO
 
 import orjson
 from pydantic import ValidationError
@@ -21,10 +23,10 @@ from inferlab_bench.protocol import (
     parse_request,
 )
 from inferlab_bench.runs.population import population_facts
+from inferlab_bench.runs.prepare import PREPARE_REQUEST_FILE
 from inferlab_bench.runs.requests import Target, Workload, slo_input
 
 RESET_ENV_VAR = "INFERLAB_PREFIX_CACHE_RESET"
-PREPARE_REQUEST_FILE = "prepare-request.json"
 
 
 def add_case_flags(parser: argparse.ArgumentParser) -> None:
@@ -75,6 +77,7 @@ def add_case_flags(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--strict", action="store_true", help="fail when a validity verdict fails")
     run.add_argument("--out", type=Path, required=True, help="output directory")
     run.add_argument("--json", action="store_true", help="print machine-readable results")
+    run.add_argument("--verbose", action="store_true", help="stream AIPerf's own console output")
 
 
 def target_from(args: argparse.Namespace) -> Target:
@@ -88,7 +91,15 @@ def target_from(args: argparse.Namespace) -> Target:
 
 def case_options(args: argparse.Namespace) -> CaseOptions:
     reset = args.reset_prefix_cache
-    return CaseOptions(prefix_cache_reset=None if reset in (None, "none") else reset)
+    return CaseOptions(
+        prefix_cache_reset=None if reset in (None, "none") else reset,
+        echo=aiperf_echo(args.verbose),
+    )
+
+
+def aiperf_echo(verbose: bool) -> IO[str]:
+    """AIPerf's console output: streamed with --verbose, else only in each case's log file."""
+    return sys.stderr if verbose else open(os.devnull, "w")  # noqa: SIM115 (lives as long as the run)
 
 
 def workload_from(args: argparse.Namespace) -> Workload:

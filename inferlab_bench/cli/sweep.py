@@ -6,6 +6,7 @@ import argparse
 
 from inferlab_bench.cli.caseflags import add_case_flags, case_options, target_from, workload_from
 from inferlab_bench.cli.outcome import exit_code, render_cases
+from inferlab_bench.cli.progress import stderr_progress
 from inferlab_bench.cli.render import report_error
 from inferlab_bench.errors import ConfigurationError, InferlabError
 from inferlab_bench.protocol import BenchLoadInput
@@ -49,7 +50,14 @@ def run(args: argparse.Namespace) -> int:
             loads[0], requests=args.requests, warmup=args.warmup, budget_seconds=args.budget
         )
         base = case_request(target_from(args), workload_from(args), shape, args.out.resolve())
-        outcome = run_sweep(base, loads, case_options(args), args.out.resolve(), trials=args.trials)
+        outcome = run_sweep(
+            base,
+            loads,
+            case_options(args),
+            args.out.resolve(),
+            trials=args.trials,
+            progress=stderr_progress(),
+        )
     except InferlabError as exc:
         return report_error(exc)
     render_cases(outcome.cases, (), as_json=args.json, out=args.out)

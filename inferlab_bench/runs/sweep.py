@@ -10,6 +10,7 @@ import orjson
 
 from inferlab_bench.atomic import write_bytes_atomic
 from inferlab_bench.case.stage import CaseOptions
+from inferlab_bench.progress import NULL_PROGRESS, ProgressSink
 from inferlab_bench.protocol import BenchClientRequest, BenchLoadInput
 from inferlab_bench.report.figures import case_plots
 from inferlab_bench.report.rundir import SWEEP_FILE, SavedCase
@@ -44,9 +45,11 @@ def run_sweep(
     options: CaseOptions,
     root: Path,
     trials: int = 1,
+    progress: ProgressSink = NULL_PROGRESS,
 ) -> SweepOutcome:
     """Run ``base`` at every load in order (each in its own directory) and plot the sweep."""
     cases = []
+    progress.begin(f"sweep of {len(loads)} cases", len(loads), unit="cases")
     for index, load in enumerate(loads, 1):
         request = base.model_copy(
             update={
@@ -58,6 +61,8 @@ def run_sweep(
             cases.append(run_trials(request, options, trials).trials[0])
         else:
             cases.append(run_and_save(request, options))
+        progress.advance()
+    progress.end()
     write_bytes_atomic(root / SWEEP_FILE, _index(cases))
     return SweepOutcome(root, tuple(cases), case_plots(cases, root / "plots"))
 
