@@ -1,4 +1,4 @@
-"""Pure normalization of AIPerf's summary into ``aiperf-summary-v1`` (exact key set, finite values)."""
+"""Pure normalization of AIPerf's summary into ``aiperf-summary-v1`` (exact keys, finite)."""
 
 from __future__ import annotations
 
@@ -104,7 +104,9 @@ def _distribution(summary: Mapping[str, Any], name: str, tag: str) -> dict[str, 
 
 
 def _cache_ratio(summary: Mapping[str, Any]) -> float:
-    pct = _finite(CACHE_READ_TAG, _required(CACHE_READ_TAG, "avg", summary_value(summary, CACHE_READ_TAG)))
+    pct = _finite(
+        CACHE_READ_TAG, _required(CACHE_READ_TAG, "avg", summary_value(summary, CACHE_READ_TAG))
+    )
     if not 0.0 <= pct <= 100.0:
         raise MetricsError(f"{CACHE_READ_TAG}: expected a percentage in 0..100, found {pct}")
     return pct / 100.0

@@ -17,4 +17,6 @@ def check_listening(base_url: str, timeout: float = 5.0) -> None:
             hint="start the inference server or fix endpoint.host/port; no load was sent",
         ) from exc
     except httpx.HTTPError as exc:
-        raise ServerError(f"endpoint {base_url}: no HTTP answer ({type(exc).__name__}: {exc})") from exc
+        raise ServerError(
+            f"endpoint {base_url}: no HTTP answer ({type(exc).__name__}: {exc})"
+        ) from exc

@@ -42,7 +42,10 @@ RECORD_SCHEMA = pa.schema(
             ),
         ),
         ("metrics", pa.struct([(tag, _VALUE) for tag in METRIC_TAGS])),
-        ("error", pa.struct([("code", pa.int64()), ("type", pa.string()), ("message", pa.string())])),
+        (
+            "error",
+            pa.struct([("code", pa.int64()), ("type", pa.string()), ("message", pa.string())]),
+        ),
     ]
 )
 _BLOCK_SIZE = 4 << 20
@@ -111,7 +114,9 @@ def _read_table(path: Path) -> pa.Table:
         return RECORD_SCHEMA.empty_table()
     options = pj.ParseOptions(explicit_schema=RECORD_SCHEMA, unexpected_field_behavior="ignore")
     try:
-        return pj.read_json(path, parse_options=options, read_options=pj.ReadOptions(block_size=_BLOCK_SIZE))
+        return pj.read_json(
+            path, parse_options=options, read_options=pj.ReadOptions(block_size=_BLOCK_SIZE)
+        )
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise _locate_corruption(path, exc) from exc
 
@@ -163,7 +168,10 @@ def _ints(array: pa.Array) -> np.ndarray:
 
 
 def _floats(array: pa.Array) -> np.ndarray:
-    return np.asarray(pc.fill_null(array.cast(pa.float64()), np.nan).to_numpy(zero_copy_only=False), dtype=np.float64)
+    return np.asarray(
+        pc.fill_null(array.cast(pa.float64()), np.nan).to_numpy(zero_copy_only=False),
+        dtype=np.float64,
+    )
 
 
 def _bools(array: pa.Array) -> np.ndarray:

@@ -56,7 +56,9 @@ def parse_reset_option(text: str) -> ResetTarget | None:
     key = value.lower()
     if key in FRAMEWORK_RESETS:
         call = FRAMEWORK_RESETS[key]
-        return None if call is None else ResetTarget(call[0], call[1], f"--prefix-cache-reset {key}")
+        return (
+            None if call is None else ResetTarget(call[0], call[1], f"--prefix-cache-reset {key}")
+        )
     method, sep, path = value.partition(":")
     if not sep or method.upper() not in _METHODS or not path.startswith("/"):
         raise ConfigurationError(
@@ -85,7 +87,9 @@ def detect_target(base_url: str, timeout: float = 5.0) -> ResetTarget:
     return ResetTarget(method, path, f"detected from GET /v1/models owned_by {owner!r}")
 
 
-def reset_prefix_cache(base_url: str, target: ResetTarget, timeout: float = DEFAULT_TIMEOUT_SECONDS) -> ResetCall:
+def reset_prefix_cache(
+    base_url: str, target: ResetTarget, timeout: float = DEFAULT_TIMEOUT_SECONDS
+) -> ResetCall:
     """Make the reset call once; the evidence records failures instead of raising."""
     url = base_url.rstrip("/") + target.path
     started, clock = time.time_ns(), time.perf_counter()
@@ -122,7 +126,9 @@ def raise_unless_ok(call: ResetCall) -> None:
     )
 
 
-def write_evidence(path: Path, target: ResetTarget | None, calls: list[ResetCall], when: str) -> None:
+def write_evidence(
+    path: Path, target: ResetTarget | None, calls: list[ResetCall], when: str
+) -> None:
     """The raw artifact: every call with url, method, status, time_ns and duration."""
     document: dict[str, Any] = {
         "schema_version": 1,
@@ -154,7 +160,9 @@ def _models_owner(base_url: str, timeout: float) -> str | None:
     return owners.pop() if len(owners) == 1 else None
 
 
-def _answered_call(url: str, target: ResetTarget, started: int, clock: float, status: int) -> ResetCall:
+def _answered_call(
+    url: str, target: ResetTarget, started: int, clock: float, status: int
+) -> ResetCall:
     return ResetCall(
         url=url,
         method=target.method,
@@ -165,7 +173,9 @@ def _answered_call(url: str, target: ResetTarget, started: int, clock: float, st
     )
 
 
-def _failed_call(url: str, target: ResetTarget, started: int, clock: float, exc: Exception) -> ResetCall:
+def _failed_call(
+    url: str, target: ResetTarget, started: int, clock: float, exc: Exception
+) -> ResetCall:
     return ResetCall(
         url=url,
         method=target.method,

@@ -138,15 +138,15 @@ def _stop_requests() -> Iterator[threading.Event]:
     if threading.current_thread() is not threading.main_thread():
         yield stop
         return
-    previous: dict[int, Any] = {}
+    previous: dict[signal.Signals, Any] = {}
 
     def handler(signum: int, frame: object) -> None:
         stop.set()
 
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        previous[sig] = signal.signal(sig, handler)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        previous[signum] = signal.signal(signum, handler)
     try:
         yield stop
     finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+        for restored, old in previous.items():
+            signal.signal(restored, old)

@@ -18,7 +18,9 @@ def check_profiling_records(records: RecordColumns) -> None:
         raise RecordsError(f"profiling record {_first(sessions < 0)}: no session number")
     unique, counts = np.unique(sessions, return_counts=True)
     if np.any(counts > 1):
-        raise RecordsError(f"profiling records: session number {int(unique[counts > 1][0])} repeats")
+        raise RecordsError(
+            f"profiling records: session number {int(unique[counts > 1][0])} repeats"
+        )
     bad_time = (records.start_ns < 0) | (records.end_ns < 0)
     if np.any(bad_time):
         raise RecordsError(f"profiling record {_first(bad_time)}: missing request start/end ns")
@@ -42,7 +44,9 @@ def good_flags(records: RecordColumns) -> np.ndarray:
         )
     flags = np.where(failed, 0.0, np.nan_to_num(good, nan=0.0))
     if np.any((flags != 0.0) & (flags != 1.0)):
-        raise RecordsError(f"profiling record {_first((flags != 0) & (flags != 1))}: good_request_count not 0 or 1")
+        raise RecordsError(
+            f"profiling record {_first((flags != 0) & (flags != 1))}: good_request_count not 0 or 1"
+        )
     return flags.astype(np.int64)
 
 

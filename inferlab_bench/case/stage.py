@@ -122,7 +122,9 @@ def _check_population(request: BenchClientRequest) -> None:
     try:
         data = population.path.read_bytes()
     except OSError as exc:
-        raise PopulationError(f"population.path {population.path}: cannot read ({exc.strerror or exc})") from exc
+        raise PopulationError(
+            f"population.path {population.path}: cannot read ({exc.strerror or exc})"
+        ) from exc
     digest = hashlib.sha256(data).hexdigest()
     if digest != population.sha256:
         raise DigestMismatchError(f"population {population.path}", population.sha256, digest)
@@ -153,14 +155,18 @@ def _reset_target(case: _Case) -> reset.ResetTarget | None:
 
 def _reset_now(case: _Case, target: reset.ResetTarget) -> None:
     # Without warmup nothing runs between this call and the first profiling request.
-    call = reset.reset_prefix_cache(case.request.endpoint.base_url, target, timeout=min(30.0, _remaining(case)))
+    call = reset.reset_prefix_cache(
+        case.request.endpoint.base_url, target, timeout=min(30.0, _remaining(case))
+    )
     path = case.root / "reset-evidence.json"
     reset.write_evidence(path, target, [call], when="before-run")
     case.add("reset-evidence", "reset_evidence", path)
     reset.raise_unless_ok(call)
 
 
-def _run_aiperf(case: _Case, config_path: Path, hook_target: reset.ResetTarget | None) -> runner.RunOutcome:
+def _run_aiperf(
+    case: _Case, config_path: Path, hook_target: reset.ResetTarget | None
+) -> runner.RunOutcome:
     env = _environment(case.request.model.locator)
     if hook_target is not None:
         settings = HookSettings(
@@ -268,7 +274,9 @@ def _measure(case: _Case, outcome: runner.RunOutcome, *, reset_checked: bool) ->
     if outcome.exit_code != 0 and not all_failed:
         raise _exit_error(outcome)
     summary_path = case.aiperf_dir / f"{_PREFIX}.json"
-    summary = {} if all_failed and not summary_path.exists() else read_json_file(summary_path, "summary")
+    summary = (
+        {} if all_failed and not summary_path.exists() else read_json_file(summary_path, "summary")
+    )
     slo_evidence = _slo(case, records, summary)
     completed = int(np.sum(~(profiling.has_error | profiling.was_cancelled)))
     scope = metrics.MetricScope(
@@ -301,11 +309,14 @@ def _check_validity(case: _Case, records: CaseRecords) -> None:
     slo.check_profiling_records(records.profiling)
     if len(records.profiling) != shape.request_count:
         raise RecordsError(
-            f"profiling: expected {shape.request_count} records, AIPerf wrote {len(records.profiling)}"
+            f"profiling: expected {shape.request_count} records, "
+            f"AIPerf wrote {len(records.profiling)}"
         )
 
 
-def _slo(case: _Case, records: CaseRecords, summary: dict[str, Any]) -> BenchRequestSloResult | None:
+def _slo(
+    case: _Case, records: CaseRecords, summary: dict[str, Any]
+) -> BenchRequestSloResult | None:
     if case.request.definition.request_slo is None:
         return None
     return slo.slo_result(
@@ -319,7 +330,9 @@ def _cold_start(case: _Case, records: CaseRecords) -> None:
     shape = case.request.case.load_shape
     wave = getattr(shape, "concurrency", None) or case.request.case.request_count
     verdict = validity.cold_start_verdict(
-        records.profiling, first_wave=min(wave, case.request.case.request_count), shared_prefix_bound=None
+        records.profiling,
+        first_wave=min(wave, case.request.case.request_count),
+        shared_prefix_bound=None,
     )
     case.write_json(
         "cold-start",

@@ -23,7 +23,9 @@ def check_population_identity(records: CaseRecords, warmup: int, request_count: 
     """Warmup used entries 0..w-1 and profiling w..w+n-1, each exactly once."""
     _check_slice("warmup", records.warmup.conversation_id, expected_conversations(0, warmup))
     _check_slice(
-        "profiling", records.profiling.conversation_id, expected_conversations(warmup, request_count)
+        "profiling",
+        records.profiling.conversation_id,
+        expected_conversations(warmup, request_count),
     )
 
 
@@ -94,7 +96,10 @@ def _reason(first: int, highest: int, bound: int | None) -> str:
     if first:
         return f"the first profiling request read {first} cached prompt tokens after the reset"
     if bound is not None and highest > bound:
-        return f"a first-wave request read {highest} cached tokens, beyond the {bound}-token shared prefix"
+        return (
+            f"a first-wave request read {highest} cached tokens, "
+            f"beyond the {bound}-token shared prefix"
+        )
     if bound is None:
         return "the first profiling request read no cached tokens (shared prefix length unknown)"
     return f"no first-wave request read more than the {bound}-token shared prefix"
@@ -109,11 +114,16 @@ def _check_slice(phase: str, found: list[str | None], expected: list[str]) -> No
     repeated = sorted(str(item) for item, count in have.items() if count > 1)
     details = [
         f"{label} {_few(items)}"
-        for label, items in (("missing", missing), ("unexpected", unexpected), ("repeated", repeated))
+        for label, items in (
+            ("missing", missing),
+            ("unexpected", unexpected),
+            ("repeated", repeated),
+        )
         if items
     ]
     raise RecordsError(
-        f"{phase}: records do not match population entries {_span(expected)}: " + "; ".join(details),
+        f"{phase}: records do not match population entries {_span(expected)}: "
+        + "; ".join(details),
         hint="AIPerf did not replay the population slice sequentially",
     )
 

@@ -20,7 +20,9 @@ def population_line(index: int, output_length: int) -> bytes:
     topic = _TOPICS[index % len(_TOPICS)]
     entry = {
         "extra": {"ignore_eos": True, "min_tokens": output_length},
-        "messages": [{"content": f"Entry {index}: write a few words about {topic}.", "role": "user"}],
+        "messages": [
+            {"content": f"Entry {index}: write a few words about {topic}.", "role": "user"}
+        ],
         "output_length": output_length,
         "session_id": f"inferlab-{index:08d}",
     }

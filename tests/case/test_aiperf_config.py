@@ -27,7 +27,12 @@ SHAPES = {
     "gamma": {"kind": "request_rate_limited", "request_rate": 5.0, "burstiness": 0.5},
     "unbounded": {"kind": "unbounded_request_rate"},
 }
-POPULATION = {"path": "/data/population.jsonl", "sha256": "0" * 64, "entries": 10, "tpot_applicable": True}
+POPULATION = {
+    "path": "/data/population.jsonl",
+    "sha256": "0" * 64,
+    "entries": 10,
+    "tpot_applicable": True,
+}
 RANDOM = {"kind": "random", "input_tokens": 32, "output_tokens": 8}
 
 
@@ -42,22 +47,38 @@ def plan(tmp_path: Path, **kwargs: Any) -> dict[str, Any]:
     reset_after_warmup = kwargs.pop("reset_after_warmup", False)
     request = make_request(port=8000, artifact_dir=tmp_path, **kwargs)
     return build_plan(
-        request, aiperf_dir=tmp_path / "aiperf", timeout_seconds=42.5, reset_after_warmup=reset_after_warmup
+        request,
+        aiperf_dir=tmp_path / "aiperf",
+        timeout_seconds=42.5,
+        reset_after_warmup=reset_after_warmup,
     ).config
 
 
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("source", ["dataset", "random"])
-def test_every_load_shape_validates_against_the_packaged_schema(tmp_path: Path, shape: str, source: str) -> None:
-    kwargs: dict[str, Any] = {"population": POPULATION} if source == "dataset" else {"source": RANDOM}
-    config = plan(tmp_path, load_shape=SHAPES[shape], request_count=5,
-                  slo={"ttft_ms": 100.0, "tpot_ms": 5.0, "minimum_good_request_ratio": 0.9}, **kwargs)
+def test_every_load_shape_validates_against_the_packaged_schema(
+    tmp_path: Path, shape: str, source: str
+) -> None:
+    kwargs: dict[str, Any] = (
+        {"population": POPULATION} if source == "dataset" else {"source": RANDOM}
+    )
+    config = plan(
+        tmp_path,
+        load_shape=SHAPES[shape],
+        request_count=5,
+        slo={"ttft_ms": 100.0, "tpot_ms": 5.0, "minimum_good_request_ratio": 0.9},
+        **kwargs,
+    )
     _validator().validate(config)
 
 
 def test_load_shapes_map_to_aiperf_phases(tmp_path: Path) -> None:
-    phases = {name: plan(tmp_path, population=POPULATION, load_shape=shape, request_count=5)["benchmark"]["profiling"]
-              for name, shape in SHAPES.items()}
+    phases = {
+        name: plan(tmp_path, population=POPULATION, load_shape=shape, request_count=5)["benchmark"][
+            "profiling"
+        ]
+        for name, shape in SHAPES.items()
+    }
     assert phases["concurrency"] == {"type": "concurrency", "concurrency": 3, "requests": 5}
     assert phases["poisson"] == {"type": "poisson", "rate": 5.0, "requests": 5}
     assert phases["gamma"] == {"type": "gamma", "rate": 5.0, "smoothness": 0.5, "requests": 5}
@@ -66,8 +87,13 @@ def test_load_shapes_map_to_aiperf_phases(tmp_path: Path) -> None:
 
 def test_dataset_endpoint_and_warmup(tmp_path: Path) -> None:
     config = plan(tmp_path, population=POPULATION, request_count=4, warmup=3)["benchmark"]
-    assert config["dataset"] == {"type": "file", "path": "/data/population.jsonl", "format": "mooncake_trace",
-                                 "entries": 7, "sampling": "sequential"}
+    assert config["dataset"] == {
+        "type": "file",
+        "path": "/data/population.jsonl",
+        "format": "mooncake_trace",
+        "entries": 7,
+        "sampling": "sequential",
+    }
     assert config["warmup"] == {"type": "concurrency", "concurrency": 2, "requests": 3}
     endpoint = config["endpoint"]
     assert endpoint["url"] == "http://127.0.0.1:8000" and endpoint["path"] == "/v1/chat/completions"
@@ -84,18 +110,36 @@ def test_random_source_is_seeded_and_asks_for_min_tokens(tmp_path: Path) -> None
 
 
 def test_slos_map_to_aiperf_tags(tmp_path: Path) -> None:
-    slo = {"request_latency_ms": 900.0, "ttft_ms": 100.0, "tpot_ms": 5.0, "minimum_good_request_ratio": 0.9}
+    slo = {
+        "request_latency_ms": 900.0,
+        "ttft_ms": 100.0,
+        "tpot_ms": 5.0,
+        "minimum_good_request_ratio": 0.9,
+    }
     config = plan(tmp_path, population=POPULATION, slo=slo)
-    assert config["benchmark"]["slos"] == {"request_latency": 900.0, "time_to_first_token": 100.0,
-                                          "inter_token_latency": 5.0}
+    assert config["benchmark"]["slos"] == {
+        "request_latency": 900.0,
+        "time_to_first_token": 100.0,
+        "inter_token_latency": 5.0,
+    }
 
 
-def test_body_defaults_merge_under_the_request_body_and_replacements_are_recorded(tmp_path: Path) -> None:
-    request = make_request(port=1, artifact_dir=tmp_path, population=POPULATION,
-                           body={"temperature": 0.0, "n": 1, "stream_options": {"include_usage": False, "x": 1}})
+def test_body_defaults_merge_under_the_request_body_and_replacements_are_recorded(
+    tmp_path: Path,
+) -> None:
+    request = make_request(
+        port=1,
+        artifact_dir=tmp_path,
+        population=POPULATION,
+        body={"temperature": 0.0, "n": 1, "stream_options": {"include_usage": False, "x": 1}},
+    )
     record = build_request_body(request)
-    assert record.body == {"ignore_eos": True, "n": 1, "temperature": 0.0,
-                           "stream_options": {"include_usage": False, "x": 1}}
+    assert record.body == {
+        "ignore_eos": True,
+        "n": 1,
+        "temperature": 0.0,
+        "stream_options": {"include_usage": False, "x": 1},
+    }
     assert record.replaced == {"stream_options.include_usage": {"default": True, "value": False}}
 
 
@@ -110,7 +154,11 @@ def test_impossible_cases_are_configuration_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="needs the prepared population"):
         plan(tmp_path)
     with pytest.raises(ConfigurationError, match="request_rate"):
-        plan(tmp_path, population=POPULATION, load_shape={"kind": "request_rate_limited", "request_rate": 0.0})
+        plan(
+            tmp_path,
+            population=POPULATION,
+            load_shape={"kind": "request_rate_limited", "request_rate": 0.0},
+        )
 
 
 def test_reset_after_warmup_selects_our_registered_timing_strategy(tmp_path: Path) -> None:

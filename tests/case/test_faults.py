@@ -31,7 +31,9 @@ def population(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 @pytest.fixture
 def faulty(request: pytest.FixtureRequest) -> Iterator[Any]:
-    config = SimulatorConfig(tokenizer=TOKENIZER_DIR, latency=LATENCY, faults=FaultConfig(**request.param))
+    config = SimulatorConfig(
+        tokenizer=TOKENIZER_DIR, latency=LATENCY, faults=FaultConfig(**request.param)
+    )
     with running_simulator(config) as sim:
         yield sim
 
@@ -49,34 +51,67 @@ def test_server_not_listening(population: dict[str, Any], tmp_path: Path, check_
     assert result.native_command == []  # AIPerf never started
 
 
-def test_population_digest_is_verified_before_running(population: dict[str, Any], tmp_path: Path, check_v6: Any) -> None:
-    request = make_request(port=9, artifact_dir=tmp_path, population={**population, "sha256": "f" * 64})
+def test_population_digest_is_verified_before_running(
+    population: dict[str, Any], tmp_path: Path, check_v6: Any
+) -> None:
+    request = make_request(
+        port=9, artifact_dir=tmp_path, population={**population, "sha256": "f" * 64}
+    )
     failed(run_case(request), check_v6, "sha256 mismatch, expected ffff")
     short = make_request(port=9, artifact_dir=tmp_path, population=population, request_count=9)
     failed(run_case(short), check_v6, "6 entries, the case needs 9")
 
 
-def test_reset_asked_but_impossible(population: dict[str, Any], tmp_path: Path, check_v6: Any) -> None:
+def test_reset_asked_but_impossible(
+    population: dict[str, Any], tmp_path: Path, check_v6: Any
+) -> None:
     with running_simulator(SimulatorConfig(reset_endpoints=("sglang",))) as sim:
-        request = make_request(port=sim.port, artifact_dir=tmp_path, population=population, reset_prefix_cache=True)
-        failed(run_case(request, CaseOptions(prefix_cache_reset="none")), check_v6,
-               "names a server without a prefix-cache reset")
+        request = make_request(
+            port=sim.port, artifact_dir=tmp_path, population=population, reset_prefix_cache=True
+        )
+        failed(
+            run_case(request, CaseOptions(prefix_cache_reset="none")),
+            check_v6,
+            "names a server without a prefix-cache reset",
+        )
         # Detection trusts /v1/models (owned_by vllm) -> POST /reset_prefix_cache -> 404: no profiling.
         result = run_case(request)
         failed(result, check_v6, "/reset_prefix_cache failed: HTTP 404")
-        assert result.native_command == [] and not [e for e in sim.ground_truth() if e["kind"] == "request"]
-        assert [a.kind for a in result.raw_artifacts if a.kind == "reset_evidence"] == ["reset_evidence"]
+        assert result.native_command == [] and not [
+            e for e in sim.ground_truth() if e["kind"] == "request"
+        ]
+        assert [a.kind for a in result.raw_artifacts if a.kind == "reset_evidence"] == [
+            "reset_evidence"
+        ]
 
 
-def test_warmup_against_a_failing_server_fails_the_case(population: dict[str, Any], tmp_path: Path, check_v6: Any) -> None:
-    config = SimulatorConfig(tokenizer=TOKENIZER_DIR, latency=LATENCY, faults=FaultConfig(error_rate=1.0))
+def test_warmup_against_a_failing_server_fails_the_case(
+    population: dict[str, Any], tmp_path: Path, check_v6: Any
+) -> None:
+    config = SimulatorConfig(
+        tokenizer=TOKENIZER_DIR, latency=LATENCY, faults=FaultConfig(error_rate=1.0)
+    )
     with running_simulator(config) as sim:
-        warm = make_request(port=sim.port, artifact_dir=tmp_path / "warm", population=population,
-                            request_count=2, warmup=2)
-        failed(run_case(warm, CaseOptions(echo=io.StringIO())), check_v6, "warmup: 2 of 2 requests failed")
+        warm = make_request(
+            port=sim.port,
+            artifact_dir=tmp_path / "warm",
+            population=population,
+            request_count=2,
+            warmup=2,
+        )
+        failed(
+            run_case(warm, CaseOptions(echo=io.StringIO())),
+            check_v6,
+            "warmup: 2 of 2 requests failed",
+        )
         # Without warmup, every request failing is a measurement: goodput 0, not a crash.
-        cold = make_request(port=sim.port, artifact_dir=tmp_path / "cold", population=population,
-                            request_count=4, slo={"ttft_ms": 1000.0, "minimum_good_request_ratio": 0.5})
+        cold = make_request(
+            port=sim.port,
+            artifact_dir=tmp_path / "cold",
+            population=population,
+            request_count=4,
+            slo={"ttft_ms": 1000.0, "minimum_good_request_ratio": 0.5},
+        )
         result = run_case(cold, CaseOptions(echo=io.StringIO()))
     assert result.status is ClientStatus.SUCCEEDED, result.error
     check_v6("BenchClientResult", orjson.loads(result.model_dump_json()))
@@ -86,8 +121,12 @@ def test_warmup_against_a_failing_server_fails_the_case(population: dict[str, An
 
 
 @pytest.mark.parametrize("faulty", [{"stall_rate": 1.0, "stall_seconds": 120.0}], indirect=True)
-def test_stall_past_the_budget(faulty: Any, population: dict[str, Any], tmp_path: Path, check_v6: Any) -> None:
-    request = make_request(port=faulty.port, artifact_dir=tmp_path, population=population, budget=12.0)
+def test_stall_past_the_budget(
+    faulty: Any, population: dict[str, Any], tmp_path: Path, check_v6: Any
+) -> None:
+    request = make_request(
+        port=faulty.port, artifact_dir=tmp_path, population=population, budget=12.0
+    )
     started = time.monotonic()
     result = run_case(request, CaseOptions(echo=io.StringIO()))
     elapsed = time.monotonic() - started
@@ -98,11 +137,21 @@ def test_stall_past_the_budget(faulty: Any, population: dict[str, Any], tmp_path
 
 
 @pytest.mark.parametrize("faulty", [{"stall_rate": 1.0, "stall_seconds": 120.0}], indirect=True)
-def test_sigterm_mid_run_through_the_cli(faulty: Any, population: dict[str, Any], tmp_path: Path, check_v6: Any) -> None:
+def test_sigterm_mid_run_through_the_cli(
+    faulty: Any, population: dict[str, Any], tmp_path: Path, check_v6: Any
+) -> None:
     request = make_request(port=faulty.port, artifact_dir=tmp_path / "case", population=population)
     (tmp_path / "request.json").write_text(request.model_dump_json())
-    command = [sys.executable, "-m", "inferlab_bench", "case", "--input", str(tmp_path / "request.json"),
-               "--output", str(tmp_path / "result.json")]
+    command = [
+        sys.executable,
+        "-m",
+        "inferlab_bench",
+        "case",
+        "--input",
+        str(tmp_path / "request.json"),
+        "--output",
+        str(tmp_path / "result.json"),
+    ]
     process = subprocess.Popen(command, stderr=subprocess.DEVNULL, env={**os.environ})
     log = tmp_path / "case" / "aiperf" / "logs" / "aiperf.log"
     _wait_for(lambda: log.is_file() and "(profiling) started" in log.read_text(), timeout=60)

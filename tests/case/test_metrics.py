@@ -11,7 +11,16 @@ from inferlab_bench.case.metrics import MetricScope, expected_keys, normalize
 from inferlab_bench.errors import MetricsError
 from inferlab_bench.protocol import BenchRequestSloResult
 
-STATS = {"avg": 10.0, "min": 1.0, "max": 20.0, "std": 2.0, "p50": 9.0, "p90": 15.0, "p95": 17.0, "p99": 19.0}
+STATS = {
+    "avg": 10.0,
+    "min": 1.0,
+    "max": 20.0,
+    "std": 2.0,
+    "p50": 9.0,
+    "p90": 15.0,
+    "p95": 17.0,
+    "p99": 19.0,
+}
 SUMMARY: dict[str, Any] = {
     "request_throughput": {"avg": 3.0},
     "output_token_throughput": {"avg": 30.0},
@@ -22,10 +31,16 @@ SUMMARY: dict[str, Any] = {
     "overall_usage_prompt_cache_read_pct": {"avg": 25.0},
 }
 SLO = BenchRequestSloResult(
-    good_requests=2, good_request_ratio=0.5, goodput=1.5, profiling_duration_seconds=1.3,
-    profiling_duration_source="native-profiling-request-window", request_count_reconciled=True,
+    good_requests=2,
+    good_request_ratio=0.5,
+    goodput=1.5,
+    profiling_duration_seconds=1.3,
+    profiling_duration_source="native-profiling-request-window",
+    request_count_reconciled=True,
 )
-FULL = MetricScope(tpot_applicable=True, latencies_measured=True, cache_reads_reported=True, slo_set=True)
+FULL = MetricScope(
+    tpot_applicable=True, latencies_measured=True, cache_reads_reported=True, slo_set=True
+)
 
 
 def test_full_key_set_and_mapping() -> None:
@@ -39,7 +54,9 @@ def test_full_key_set_and_mapping() -> None:
 
 
 def test_optional_groups_are_omitted() -> None:
-    scope = MetricScope(tpot_applicable=False, latencies_measured=True, cache_reads_reported=False, slo_set=False)
+    scope = MetricScope(
+        tpot_applicable=False, latencies_measured=True, cache_reads_reported=False, slo_set=False
+    )
     metrics = normalize(SUMMARY, scope, None)
     assert not any(key.endswith("tpot_ms") for key in metrics)
     assert "prompt_cache_read_ratio" not in metrics and "goodput" not in metrics
@@ -47,11 +64,20 @@ def test_optional_groups_are_omitted() -> None:
 
 
 def test_nothing_completed_gives_zero_throughput_and_no_latencies() -> None:
-    scope = MetricScope(tpot_applicable=True, latencies_measured=False, cache_reads_reported=False, slo_set=True)
-    zero = BenchRequestSloResult(**{**SLO.model_dump(), "good_requests": 0, "good_request_ratio": 0.0, "goodput": 0.0})
+    scope = MetricScope(
+        tpot_applicable=True, latencies_measured=False, cache_reads_reported=False, slo_set=True
+    )
+    zero = BenchRequestSloResult(
+        **{**SLO.model_dump(), "good_requests": 0, "good_request_ratio": 0.0, "goodput": 0.0}
+    )
     metrics = normalize({}, scope, zero)
-    assert metrics == {"request_throughput": 0.0, "output_throughput": 0.0, "total_token_throughput": 0.0,
-                       "good_request_ratio": 0.0, "goodput": 0.0}
+    assert metrics == {
+        "request_throughput": 0.0,
+        "output_throughput": 0.0,
+        "total_token_throughput": 0.0,
+        "good_request_ratio": 0.0,
+        "goodput": 0.0,
+    }
 
 
 @pytest.mark.parametrize(

@@ -13,11 +13,20 @@ from tests.case.support import record, write_records
 
 
 def test_phases_are_split_and_columns_aligned(tmp_path: Path) -> None:
-    rows = [record(0, phase="warmup"), record(1), record(2, error="boom", good=None), record(3, cached=None)]
+    rows = [
+        record(0, phase="warmup"),
+        record(1),
+        record(2, error="boom", good=None),
+        record(3, cached=None),
+    ]
     records = read_records(write_records(tmp_path / "profile.jsonl", rows))
     assert len(records.warmup) == 1 and len(records.profiling) == 3
     profiling = records.profiling
-    assert profiling.conversation_id == ["inferlab-00000001", "inferlab-00000002", "inferlab-00000003"]
+    assert profiling.conversation_id == [
+        "inferlab-00000001",
+        "inferlab-00000002",
+        "inferlab-00000003",
+    ]
     assert profiling.has_error.tolist() == [False, True, False]
     assert profiling.error_message[1] == "boom"
     assert np.isnan(profiling.metric("time_to_first_token")[1])

@@ -17,7 +17,12 @@ def profiling(tmp_path: Path, rows: list[dict]) -> object:
 
 
 def test_ratio_goodput_and_native_consistency(tmp_path: Path) -> None:
-    rows = [record(0, good=1), record(1, good=0), record(2, error="500", good=None), record(3, good=1, cancelled=True)]
+    rows = [
+        record(0, good=1),
+        record(1, good=0),
+        record(2, error="500", good=None),
+        record(3, good=1, cancelled=True),
+    ]
     result = slo_result(profiling(tmp_path, rows), request_count=4, native_good_count=1.0)
     # window: first start 1.000 s .. last end 1.003 s + 100 ms
     assert result.good_requests == 1 and result.good_request_ratio == 0.25
@@ -37,7 +42,9 @@ def test_every_request_failed_is_a_zero_measurement(tmp_path: Path) -> None:
 
 
 def test_inconsistent_native_count_and_unreconciled_counts(tmp_path: Path) -> None:
-    result = slo_result(profiling(tmp_path, [record(0), record(1)]), request_count=3, native_good_count=1.0)
+    result = slo_result(
+        profiling(tmp_path, [record(0), record(1)]), request_count=3, native_good_count=1.0
+    )
     assert not result.request_count_reconciled
     assert result.native_aggregate_good_request_count_consistent is False
 

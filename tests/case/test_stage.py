@@ -28,7 +28,9 @@ pytestmark = pytest.mark.slow
 # Short and long answers: a 300 ms latency SLO splits them cleanly.
 OUTPUT_LENGTHS = [4, 24, 4, 24, 24, 4, 24, 4, 4, 24, 4, 24]
 WARMUP, REQUESTS = 2, 6
-LATENCY = LatencyConfig(prefill_base_ms=60.0, prefill_ms_per_token=0.1, decode_base_ms=12.0, decode_ms_per_seq=0.5)
+LATENCY = LatencyConfig(
+    prefill_base_ms=60.0, prefill_ms_per_token=0.1, decode_base_ms=12.0, decode_ms_per_seq=0.5
+)
 MIDDLE_SLO_MS = 200.0
 RANDOM = {"kind": "random", "input_tokens": 48, "output_tokens": 6}
 
@@ -53,13 +55,19 @@ class Ran:
 
 @pytest.fixture(scope="module")
 def population(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return write_population(tmp_path_factory.mktemp("pop") / "population.jsonl", OUTPUT_LENGTHS[: WARMUP + REQUESTS])
+    return write_population(
+        tmp_path_factory.mktemp("pop") / "population.jsonl", OUTPUT_LENGTHS[: WARMUP + REQUESTS]
+    )
 
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[Any]:
-    config = SimulatorConfig(model="sim-model", tokenizer=TOKENIZER_DIR, reset_endpoints=("vllm", "sglang"),
-                             latency=LATENCY)
+    config = SimulatorConfig(
+        model="sim-model",
+        tokenizer=TOKENIZER_DIR,
+        reset_endpoints=("vllm", "sglang"),
+        latency=LATENCY,
+    )
     with running_simulator(config) as running:
         yield running
 
@@ -73,18 +81,37 @@ def run(sim: Any, tmp: Path, reset: str | None = None, **kwargs: Any) -> Ran:
 
 
 @pytest.fixture(scope="module")
-def warm_vllm(sim: Any, population: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Ran:
+def warm_vllm(
+    sim: Any, population: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> Ran:
     """Concurrency 2, warmup, reset through vllm's path, a middle SLO."""
     slo = {"request_latency_ms": MIDDLE_SLO_MS, "minimum_good_request_ratio": 0.1}
-    return run(sim, tmp_path_factory.mktemp("vllm"), reset="vllm", population=population,
-               request_count=REQUESTS, warmup=WARMUP, reset_prefix_cache=True, slo=slo)
+    return run(
+        sim,
+        tmp_path_factory.mktemp("vllm"),
+        reset="vllm",
+        population=population,
+        request_count=REQUESTS,
+        warmup=WARMUP,
+        reset_prefix_cache=True,
+        slo=slo,
+    )
 
 
 @pytest.fixture(scope="module")
-def warm_sglang(sim: Any, population: dict[str, Any], warm_vllm: Ran, tmp_path_factory: pytest.TempPathFactory) -> Ran:
+def warm_sglang(
+    sim: Any, population: dict[str, Any], warm_vllm: Ran, tmp_path_factory: pytest.TempPathFactory
+) -> Ran:
     """The same population again, right after ``warm_vllm``: reset through sglang's path."""
-    return run(sim, tmp_path_factory.mktemp("sglang"), reset="sglang", population=population,
-               request_count=REQUESTS, warmup=WARMUP, reset_prefix_cache=True)
+    return run(
+        sim,
+        tmp_path_factory.mktemp("sglang"),
+        reset="sglang",
+        population=population,
+        request_count=REQUESTS,
+        warmup=WARMUP,
+        reset_prefix_cache=True,
+    )
 
 
 def assert_valid(result: BenchClientResult, check_v6: Any) -> None:
@@ -96,11 +123,24 @@ def test_warmup_case_succeeds_and_counts_only_profiling(warm_vllm: Ran, check_v6
     result = warm_vllm.result
     assert_valid(result, check_v6)
     assert result.completed_requests == REQUESTS and result.failed_requests == 0
-    summary = orjson.loads((warm_vllm.request.artifact_dir / "aiperf" / "profile.json").read_bytes())
+    summary = orjson.loads(
+        (warm_vllm.request.artifact_dir / "aiperf" / "profile.json").read_bytes()
+    )
     assert summary["request_latency"]["count"] == REQUESTS  # warmup is not in the metrics
-    assert result.native_command[1:4] == ["-m", "aiperf", "profile"] and result.native_exit_code == 0
+    assert (
+        result.native_command[1:4] == ["-m", "aiperf", "profile"] and result.native_exit_code == 0
+    )
     kinds = {a.kind for a in result.raw_artifacts}
-    assert {"config", "request_body", "summary", "records", "raw_records", "inputs", "log", "reset_evidence"} <= kinds
+    assert {
+        "config",
+        "request_body",
+        "summary",
+        "records",
+        "raw_records",
+        "inputs",
+        "log",
+        "reset_evidence",
+    } <= kinds
     assert all(a.path.exists() for a in result.raw_artifacts)
 
 
@@ -116,10 +156,12 @@ def test_measured_latencies_match_ground_truth(warm_vllm: Ran) -> None:
 
 def test_output_tokens_equal_the_population_lengths(warm_vllm: Ran) -> None:
     truth = warm_vllm.requests_of("profiling")
-    expected = OUTPUT_LENGTHS[WARMUP: WARMUP + REQUESTS]
+    expected = OUTPUT_LENGTHS[WARMUP : WARMUP + REQUESTS]
     assert sorted(e["completion_tokens"] for e in truth) == sorted(expected)
     records = read_records(warm_vllm.request.artifact_dir / "aiperf" / "profile.jsonl").profiling
-    by_id = dict(zip(records.conversation_id, records.metric("output_sequence_length"), strict=True))
+    by_id = dict(
+        zip(records.conversation_id, records.metric("output_sequence_length"), strict=True)
+    )
     assert [by_id[f"inferlab-{i:08d}"] for i in range(WARMUP, WARMUP + REQUESTS)] == expected
 
 
@@ -147,7 +189,9 @@ def test_second_case_on_the_same_population_starts_cold(warm_sglang: Ran, check_
     assert_valid(warm_sglang.result, check_v6)
     truth = sorted(warm_sglang.requests_of("profiling"), key=lambda e: e["arrival_ns"])
     assert truth[0]["cached_tokens"] == 0
-    verdict = orjson.loads((warm_sglang.request.artifact_dir / "cold-start.json").read_bytes())["verdict"]
+    verdict = orjson.loads((warm_sglang.request.artifact_dir / "cold-start.json").read_bytes())[
+        "verdict"
+    ]
     assert verdict["cold"] and verdict["first_request_cached_tokens"] == 0
 
 
@@ -167,9 +211,20 @@ def test_prompt_cache_read_ratio_is_reported(warm_vllm: Ran) -> None:
     ],
     ids=["poisson-loose-slo", "gamma-impossible-slo", "unbounded"],
 )
-def test_rate_and_unbounded_loads(sim: Any, population: dict[str, Any], tmp_path: Path, check_v6: Any,
-                                  shape: dict[str, Any], slo_ms: float | None, ratio: float | None) -> None:
-    slo = None if slo_ms is None else {"request_latency_ms": slo_ms, "minimum_good_request_ratio": 0.5}
+def test_rate_and_unbounded_loads(
+    sim: Any,
+    population: dict[str, Any],
+    tmp_path: Path,
+    check_v6: Any,
+    shape: dict[str, Any],
+    slo_ms: float | None,
+    ratio: float | None,
+) -> None:
+    slo = (
+        None
+        if slo_ms is None
+        else {"request_latency_ms": slo_ms, "minimum_good_request_ratio": 0.5}
+    )
     # WARMUP + REQUESTS profiling requests keep the dataset slice (and AIPerf's cache) the same;
     # the unbounded case uses AIPerf's synthetic prompts instead.
     source = {"population": population} if slo_ms is not None else {"source": RANDOM}
@@ -183,4 +238,6 @@ def test_rate_and_unbounded_loads(sim: Any, population: dict[str, Any], tmp_path
         assert {e["completion_tokens"] for e in truth} == {RANDOM["output_tokens"]}
         assert {e["prompt_tokens"] for e in truth} == {RANDOM["input_tokens"]}
     else:
-        assert ran.result.request_slo is not None and ran.result.metrics["good_request_ratio"] == ratio
+        assert (
+            ran.result.request_slo is not None and ran.result.metrics["good_request_ratio"] == ratio
+        )
