@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from inferlab_bench.case.reset import OPTION_HELP
 from inferlab_bench.case.stage import CaseOptions
+from inferlab_bench.cli.case import RESET_ENV_VAR
 from inferlab_bench.errors import ConfigurationError
 from inferlab_bench.protocol import (
     SETTING_VALUE_ADAPTER,
@@ -25,8 +26,6 @@ from inferlab_bench.protocol import (
 from inferlab_bench.runs.population import population_facts
 from inferlab_bench.runs.prepare import PREPARE_REQUEST_FILE
 from inferlab_bench.runs.requests import Target, Workload, slo_input
-
-RESET_ENV_VAR = "INFERLAB_PREFIX_CACHE_RESET"
 
 
 def add_case_flags(parser: argparse.ArgumentParser) -> None:

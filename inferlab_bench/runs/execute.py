@@ -12,7 +12,7 @@ from inferlab_bench.atomic import atomic_writer, write_bytes_atomic
 from inferlab_bench.case.records import RecordColumns, read_records
 from inferlab_bench.case.stage import CaseOptions, run_case
 from inferlab_bench.errors import RecordsError
-from inferlab_bench.protocol import BenchClientRequest, dump_json
+from inferlab_bench.protocol import BenchClientRequest, BenchClientResult, dump_json
 from inferlab_bench.report.rundir import (
     RECORDS_PARQUET,
     REQUEST_FILE,
@@ -35,18 +35,18 @@ def run_and_save(request: BenchClientRequest, options: CaseOptions) -> SavedCase
     write_bytes_atomic(directory / REQUEST_FILE, dump_json(request))
     result = run_case(request, options)
     write_bytes_atomic(directory / RESULT_FILE, dump_json(result))
-    export_records(directory)
+    export_records(directory, result)
     return load_case(directory)
 
 
-def records_path(case: SavedCase) -> Path | None:
-    paths = [a.path for a in case.result.raw_artifacts if a.kind == "records"]
+def records_path(result: BenchClientResult) -> Path | None:
+    paths = [a.path for a in result.raw_artifacts if a.kind == "records"]
     return paths[0] if paths and paths[0].is_file() else None
 
 
-def export_records(directory: Path) -> Path | None:
+def export_records(directory: Path, result: BenchClientResult) -> Path | None:
     """Per-request profiling records as Parquet (for pandas / duckdb); None if there are none."""
-    path = records_path(load_case(directory))
+    path = records_path(result)
     if path is None:
         return None
     try:
