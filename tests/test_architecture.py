@@ -15,16 +15,17 @@ ALLOWED: dict[str, set[str]] = {
     "protocol": {"errors"},
     "atomic": set(),
     "progress": set(),
+    "layout": set(),
     "versions": {"protocol"},
-    "prepare": {"errors", "protocol", "atomic", "progress", "versions"},
-    "case": {"errors", "protocol", "atomic", "progress", "versions", "validity"},
+    "prepare": {"errors", "protocol", "atomic", "progress", "versions", "layout"},
+    "case": {"errors", "protocol", "atomic", "progress", "versions", "layout", "validity"},
     "simulator": {"errors", "atomic"},
     "report": {"errors", "protocol", "atomic", "versions", "validity"},
     "validity": {"errors", "protocol"},
     "kube": {"errors", "protocol", "atomic", "progress", "versions", "case"},
     # Human workflows sit above every stage and the report, below the CLI.
-    "runs": {"errors", "protocol", "atomic", "progress", "versions", "prepare", "case", "simulator",
-             "validity", "kube", "report"},
+    "runs": {"errors", "protocol", "atomic", "progress", "versions", "layout", "prepare", "case",
+             "simulator", "validity", "kube", "report"},
 }
 
 

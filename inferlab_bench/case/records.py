@@ -34,6 +34,7 @@ RECORD_SCHEMA = pa.schema(
                     ("session_num", pa.int64()),
                     ("conversation_id", pa.string()),
                     ("x_request_id", pa.string()),
+                    ("credit_issued_ns", pa.int64()),
                     ("request_start_ns", pa.int64()),
                     ("request_end_ns", pa.int64()),
                     ("benchmark_phase", pa.string()),
@@ -58,6 +59,8 @@ class RecordColumns:
     session_num: np.ndarray
     conversation_id: list[str | None]
     x_request_id: list[str | None]
+    credit_issued_ns: np.ndarray
+    """When AIPerf's scheduler issued the credit to send (the planned send time)."""
     start_ns: np.ndarray
     end_ns: np.ndarray
     was_cancelled: np.ndarray
@@ -153,6 +156,7 @@ def _columns(table: pa.Table) -> RecordColumns:
         session_num=_ints(pc.struct_field(meta, "session_num")),
         conversation_id=pc.struct_field(meta, "conversation_id").to_pylist(),
         x_request_id=pc.struct_field(meta, "x_request_id").to_pylist(),
+        credit_issued_ns=_ints(pc.struct_field(meta, "credit_issued_ns")),
         start_ns=_ints(pc.struct_field(meta, "request_start_ns")),
         end_ns=_ints(pc.struct_field(meta, "request_end_ns")),
         was_cancelled=_bools(pc.struct_field(meta, "was_cancelled")),

@@ -12,8 +12,9 @@ from typing import IO, Any
 import numpy as np
 import orjson
 
+from inferlab_bench import validity
 from inferlab_bench.atomic import write_bytes_atomic
-from inferlab_bench.case import aiperf_config, metrics, probe, reset, runner, slo, validity
+from inferlab_bench.case import aiperf_config, integrity, metrics, probe, reset, runner, slo
 from inferlab_bench.case.aiperf_plugin.hook import ENV_VAR, HookSettings
 from inferlab_bench.case.records import CaseRecords, read_json_file, read_records
 from inferlab_bench.errors import (
@@ -26,6 +27,7 @@ from inferlab_bench.errors import (
     PrefixCacheResetError,
     RecordsError,
 )
+from inferlab_bench.layout import evidence_path
 from inferlab_bench.protocol import (
     BenchClientRequest,
     BenchClientResult,
@@ -287,8 +289,13 @@ def _measure(case: _Case, outcome: runner.RunOutcome, *, reset_checked: bool) ->
         slo_set=request.definition.request_slo is not None,
     )
     normalized = metrics.normalize(summary, scope, slo_evidence)
-    if reset_checked:
-        _cold_start(case, records)
+    cold = _cold_start_verdict(case, records) if reset_checked else None
+    _write_validity(case, records, cold)
+    if cold is not None and not cold.cold:
+        raise PrefixCacheResetError(
+            f"the prefix cache was not cold after the reset: {cold.reason}",
+            hint="the server accepted the reset call but kept its cache",
+        )
     return BenchClientResult(
         status=ClientStatus.SUCCEEDED,
         completed_requests=completed,
@@ -303,9 +310,11 @@ def _measure(case: _Case, outcome: runner.RunOutcome, *, reset_checked: bool) ->
 
 def _check_validity(case: _Case, records: CaseRecords) -> None:
     shape = case.request.case
-    validity.check_warmup_complete(records.warmup, shape.warmup_request_count)
+    integrity.check_warmup_complete(records.warmup, shape.warmup_request_count)
     if isinstance(case.request.definition.request_source, DatasetSource):
-        validity.check_population_identity(records, shape.warmup_request_count, shape.request_count)
+        integrity.check_population_identity(
+            records, shape.warmup_request_count, shape.request_count
+        )
     slo.check_profiling_records(records.profiling)
     if len(records.profiling) != shape.request_count:
         raise RecordsError(
@@ -326,10 +335,11 @@ def _slo(
     )
 
 
-def _cold_start(case: _Case, records: CaseRecords) -> None:
+def _cold_start_verdict(case: _Case, records: CaseRecords) -> integrity.ColdStartVerdict | None:
+    """The post-reset check of the first wave, written as cold-start.json."""
     shape = case.request.case.load_shape
     wave = getattr(shape, "concurrency", None) or case.request.case.request_count
-    verdict = validity.cold_start_verdict(
+    verdict = integrity.cold_start_verdict(
         records.profiling,
         first_wave=min(wave, case.request.case.request_count),
         shared_prefix_bound=None,
@@ -339,11 +349,41 @@ def _cold_start(case: _Case, records: CaseRecords) -> None:
         "reset_evidence",
         {"schema_version": 1, "verdict": None if verdict is None else verdict.as_json()},
     )
-    if verdict is not None and not verdict.cold:
-        raise PrefixCacheResetError(
-            f"the prefix cache was not cold after the reset: {verdict.reason}",
-            hint="the server accepted the reset call but kept its cache",
-        )
+    return verdict
+
+
+def _write_validity(
+    case: _Case, records: CaseRecords, cold: integrity.ColdStartVerdict | None
+) -> None:
+    """validity.json: every measurement-validity verdict with the figures behind it."""
+    request = case.request
+    population = request.population
+    replayed = isinstance(request.definition.request_source, DatasetSource)
+    document = validity.assess_case(
+        records,
+        request.case.load_shape,
+        expectations=_expectations(population.path) if replayed and population else None,
+        population_sha256=population.sha256 if replayed and population else None,
+        reset_requested=request.definition.reset_prefix_cache,
+        post_reset_cold=None if cold is None else cold.cold,
+    )
+    case.write_json("validity", "validity", document.to_json_dict())
+
+
+def _expectations(population: Path) -> validity.Expectations:
+    """Planned tokens per session: the population's output lengths, its evidence's inputs."""
+    lines = _json_lines(population)
+    evidence = evidence_path(population)
+    return validity.expectations_from_population(
+        lines, _json_lines(evidence) if evidence.is_file() else None
+    )
+
+
+def _json_lines(path: Path) -> list[dict[str, Any]]:
+    try:
+        return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise PopulationError(f"{path}: cannot read JSON lines ({exc})") from exc
 
 
 def _tpot_applicable(request: BenchClientRequest) -> bool:

@@ -12,10 +12,20 @@ from collections.abc import Sequence
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 from inferlab_bench import __version__
-from inferlab_bench.cli import case, handshake, prepare
+from inferlab_bench.cli import (
+    case,
+    compare,
+    dataset,
+    demo,
+    handshake,
+    prepare,
+    report,
+    run,
+    simulate,
+    sweep,
+)
 
-COMMANDS = (handshake, prepare, case)
-_OPTIONAL_COMMANDS = ("simulate", "dataset", "run", "sweep", "compare", "report", "demo")
+COMMANDS = (handshake, prepare, case, run, sweep, report, compare, demo, dataset, simulate)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,23 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"inferlab-bench {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (*COMMANDS, *_load_optional()):
+    for module in COMMANDS:
         module.register(sub)
     return parser
-
-
-def _load_optional() -> list[object]:
-    # Subcommands that live in their own modules; absent ones are simply not offered.
-    import importlib
-
-    found = []
-    for name in _OPTIONAL_COMMANDS:
-        try:
-            found.append(importlib.import_module(f"inferlab_bench.cli.{name}"))
-        except ModuleNotFoundError as exc:
-            if exc.name != f"inferlab_bench.cli.{name}":
-                raise
-    return found
 
 
 def translate_legacy(argv: Sequence[str]) -> list[str]:

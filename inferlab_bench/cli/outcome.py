@@ -12,7 +12,7 @@ from inferlab_bench.cli.render import EXIT_FAILED, print_json, show
 from inferlab_bench.protocol import ClientStatus
 from inferlab_bench.report.rundir import SavedCase
 from inferlab_bench.report.tables import case_table, load_label, sweep_table
-from inferlab_bench.validity.report import trial_lines
+from inferlab_bench.validity.report import ValidityDocument, summary_lines, trial_lines
 from inferlab_bench.validity.trials import MetricSummary
 
 
@@ -38,17 +38,20 @@ def render_cases(
     else:
         show(sweep_table(cases, title=title or str(out)))
     for case in cases:
-        for line in validity_lines(case):
+        for line in validity_lines(case, detailed=len(cases) == 1):
             show(Text(line))
     for line in trial_lines(tuple(summaries)):
         show(Text(line))
     print(f"results in {out.resolve()}", file=sys.stderr)
 
 
-def validity_lines(case: SavedCase) -> list[str]:
+def validity_lines(case: SavedCase, *, detailed: bool = False) -> list[str]:
+    """One line of verdicts per case; for a single case every verdict with its figures."""
     doc = case.validity
     if not doc:
         return []
+    if detailed and doc.get("schema_name") == "inferlab-validity-v1":
+        return summary_lines(ValidityDocument.model_validate(doc))
     verdicts = ", ".join(f"{k}={v}" for k, v in doc.get("verdicts", {}).items())
     return [f"{case.label}: validity {doc.get('verdict')} ({verdicts})"]
 

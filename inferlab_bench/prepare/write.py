@@ -11,10 +11,9 @@ from typing import Any
 import orjson
 
 from inferlab_bench.atomic import write_bytes_atomic
+from inferlab_bench.layout import EVIDENCE_FILE, POPULATION_FILE, session_id
 
-POPULATION_FILE = "population.jsonl"
 POPULATION_SHA_FILE = "population.sha256"
-EVIDENCE_FILE = "population-evidence.jsonl"
 MANIFEST_FILE = "preparation-manifest.json"
 
 
@@ -30,10 +29,6 @@ class Entry:
     input_tokens: int
     target_tokens: int
     output_length: int
-
-
-def session_id(position: int) -> str:
-    return f"inferlab-{position:08d}"
 
 
 def population_line(position: int, entry: Entry) -> bytes:

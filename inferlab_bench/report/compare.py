@@ -1,11 +1,17 @@
-"""Side-by-side comparison of two saved cases: metric deltas and what differs in setup."""
+"""Side-by-side comparison of two saved cases (or two sets of trials): metric deltas, whether
+each difference is beyond the trial-to-trial noise, and what differs in setup."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
+
 from inferlab_bench.report.rundir import SavedCase
+from inferlab_bench.validity.trials import NoiseComparison, compare_trials
 
 Better = Literal["a", "b", "same"]
 
@@ -26,11 +32,25 @@ class MetricDelta:
 
 @dataclass(frozen=True)
 class Comparison:
+    """B against A. With trials on either side, rows compare the means and ``noise`` holds
+    Welch's verdict per metric; with one case per side ``noise`` is empty (not judged)."""
+
     rows: tuple[MetricDelta, ...]
     only_in_a: tuple[str, ...]
     only_in_b: tuple[str, ...]
     same_population: bool | None
     setup_differences: tuple[str, ...] | None
+    trials: tuple[int, int] = (1, 1)
+    noise: tuple[NoiseComparison, ...] = ()
+
+    def noise_of(self, metric: str) -> NoiseComparison | None:
+        return next((n for n in self.noise if n.metric == metric), None)
+
+    def as_json(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data["rows"] = [dataclasses.asdict(row) for row in self.rows]
+        data["noise"] = [n.model_dump(mode="json") for n in self.noise]
+        return data
 
 
 def higher_is_better(metric: str) -> bool:
@@ -48,15 +68,32 @@ def metric_delta(name: str, a: float, b: float) -> MetricDelta:
 
 
 def compare_cases(a: SavedCase, b: SavedCase) -> Comparison:
-    ma, mb = a.result.metrics, b.result.metrics
-    rows = tuple(metric_delta(k, ma[k], mb[k]) for k in sorted(ma.keys() & mb.keys()))
+    """One case against another: deltas only, the noise is unknown."""
+    return compare_trial_sets((a,), (b,))
+
+
+def compare_trial_sets(a: Sequence[SavedCase], b: Sequence[SavedCase]) -> Comparison:
+    """Trials of A against trials of B (setup and population judged on the first of each)."""
+    ma, mb = _means(a), _means(b)
+    common = sorted(ma.keys() & mb.keys())
+    metrics_a = [case.result.metrics for case in a]
+    metrics_b = [case.result.metrics for case in b]
+    judged = max(len(a), len(b)) > 1
     return Comparison(
-        rows=rows,
+        rows=tuple(metric_delta(k, ma[k], mb[k]) for k in common),
         only_in_a=tuple(sorted(ma.keys() - mb.keys())),
         only_in_b=tuple(sorted(mb.keys() - ma.keys())),
-        same_population=_same_population(a, b),
-        setup_differences=_setup_differences(a, b),
+        same_population=_same_population(a[0], b[0]),
+        setup_differences=_setup_differences(a[0], b[0]),
+        trials=(len(a), len(b)),
+        noise=compare_trials(metrics_a, metrics_b, common) if judged else (),
     )
+
+
+def _means(cases: Sequence[SavedCase]) -> dict[str, float]:
+    """Each metric's mean over the trials that all report it."""
+    shared = set.intersection(*(set(case.result.metrics) for case in cases))
+    return {k: float(np.mean([case.result.metrics[k] for case in cases])) for k in shared}
 
 
 def _same_population(a: SavedCase, b: SavedCase) -> bool | None:

@@ -15,6 +15,7 @@ REQUEST_FILE = "request.json"
 RESULT_FILE = "result.json"
 VALIDITY_FILE = "validity.json"
 SWEEP_FILE = "sweep.json"
+TRIALS_FILE = "trials.json"
 RECORDS_PARQUET = "records.parquet"
 
 
@@ -42,6 +43,21 @@ def load_case(path: Path) -> SavedCase:
         parse_request(BenchClientRequest, _read(request_path)) if request_path.is_file() else None
     )
     return SavedCase(directory, result, request, _validity(result, directory))
+
+
+def load_trials(path: Path) -> tuple[SavedCase, ...]:
+    """The cases behind ``path``: the succeeded trials of a ``run --trials`` folder, or one."""
+    listing_path = path / TRIALS_FILE
+    if not listing_path.is_file():
+        return (load_case(path),)
+    listing = orjson.loads(_read(listing_path))
+    names = listing.get("succeeded") if isinstance(listing, dict) else None
+    if not isinstance(names, list) or not names:
+        raise RequestError(
+            f"{listing_path}: no succeeded trials listed",
+            hint="compare needs at least one successful trial on each side",
+        )
+    return tuple(load_case(path / str(name)) for name in names)
 
 
 def find_cases(root: Path) -> list[SavedCase]:

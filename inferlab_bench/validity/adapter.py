@@ -30,6 +30,9 @@ class RecordColumns(Protocol):
     def conversation_id(self) -> Sequence[str | None]: ...
 
     @property
+    def credit_issued_ns(self) -> npt.NDArray[Any]: ...
+
+    @property
     def start_ns(self) -> npt.NDArray[Any]: ...
 
     @property
@@ -40,7 +43,6 @@ class RecordColumns(Protocol):
 
     @property
     def has_error(self) -> npt.NDArray[Any]: ...
-
 
     def __len__(self) -> int: ...
 
@@ -81,11 +83,12 @@ def _floats(columns: RecordColumns, tag: str) -> FloatArray:
 
 
 def _credit_issued(columns: RecordColumns) -> Int64Array | None:
-    # Read only if the case parser carries AIPerf's metadata.credit_issued_ns (-1 = absent).
-    issued = getattr(columns, "credit_issued_ns", None)
-    if issued is None or len(issued) != len(columns) or np.any(np.asarray(issued) < 0):
+    # AIPerf's metadata.credit_issued_ns; -1 marks a record without one (e.g. fixed schedules),
+    # and then the planned send times are unknown for the phase as a whole.
+    issued = np.asarray(columns.credit_issued_ns, dtype=np.int64)
+    if len(issued) != len(columns) or np.any(issued < 0):
         return None
-    return np.asarray(issued, dtype=np.int64)
+    return issued
 
 
 def expectations_from_population(population: Iterable[Mapping[str, Any]],

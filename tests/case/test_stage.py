@@ -7,6 +7,7 @@ content-addressed dataset cache serves every run after the first.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import statistics
 from collections.abc import Iterator
@@ -142,6 +143,24 @@ def test_warmup_case_succeeds_and_counts_only_profiling(warm_vllm: Ran, check_v6
         "reset_evidence",
     } <= kinds
     assert all(a.path.exists() for a in result.raw_artifacts)
+
+
+def test_validity_document_holds_every_verdict(warm_vllm: Ran, population: dict[str, Any]) -> None:
+    doc = orjson.loads((warm_vllm.request.artifact_dir / "validity.json").read_bytes())
+    assert "validity" in {a.name for a in warm_vllm.result.raw_artifacts}
+    assert doc["schema_name"] == "inferlab-validity-v1"
+    # The evidence next to the population gives the input tokens the server must report.
+    assert doc["verdicts"]["prompt_tokens_reconciled"] == "pass"
+    assert doc["prompt_tokens"]["compared"] == REQUESTS
+    assert doc["verdicts"]["output_lengths_honored"] == "pass"
+    assert doc["verdicts"]["cache_cold"] == "pass"
+    assert doc["verdicts"]["load_generator_kept_up"] != "fail"
+    # AIPerf's credit issue times are read: the dispatch delay is measured, not unknown.
+    assert doc["dispatch"]["dispatch_delay_ms"]["p50"] >= 0.0
+    assert doc["population_sha256"] == population["sha256"]
+    profiling = next(s for s in doc["sequences"] if s["phase"] == "profiling")
+    sent = [f"inferlab-{i:08d}\n" for i in range(WARMUP, WARMUP + REQUESTS)]
+    assert profiling["set_sha256"] == hashlib.sha256("".join(sent).encode()).hexdigest()
 
 
 def test_measured_latencies_match_ground_truth(warm_vllm: Ran) -> None:

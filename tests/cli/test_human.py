@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from inferlab_bench.cli import main
-from inferlab_bench.simulator import SimulatorConfig, running_simulator
+from inferlab_bench.simulator import LatencyConfig, SimulatorConfig, running_simulator
 from tests.case.support import TOKENIZER_DIR
 from tests.report.test_plots import assert_nontrivial_png
 
@@ -129,6 +129,31 @@ def test_run_with_trials_reports_confidence_intervals(server_url: str, tmp_path:
     assert throughput["trials"] == 2 and throughput["ci_half_width"] is not None
     printed = json.loads(proc.stdout)
     assert len(printed["cases"]) == 2
+    # compare reads the trials folder: means, and Welch's verdict per metric.
+    compare = cli("compare", tmp_path, tmp_path, "--json")
+    assert compare.returncode == 0, compare.stderr
+    judged = json.loads(compare.stdout)
+    assert judged["trials"] == [2, 2]
+    noise = {n["metric"]: n["noise"] for n in judged["noise"]}
+    assert noise["request_throughput"] == "within_noise"  # the same trials on both sides
+    table = cli("compare", tmp_path, tmp_path / "trial-01")
+    assert "means of 2 vs 1 trials" in table.stdout and "unknown" in table.stdout
+
+
+def test_strict_fails_a_case_whose_load_generator_fell_behind(tmp_path: Path) -> None:
+    """5000 req/s is far beyond what AIPerf sends from two cores: the verdict flips to fail."""
+    config = SimulatorConfig(model="sim", tokenizer=TOKENIZER_DIR, latency=LatencyConfig.zero())
+    with running_simulator(config) as sim:
+        proc = cli("run", *common(sim.base_url, tmp_path), "--rate", "5000", "--requests", "300",
+                   "--strict")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "--strict: validity verdict failed: " in proc.stderr
+    assert "load_generator_kept_up" in proc.stderr
+    assert "load generator kept up: fail" in proc.stdout  # the detailed lines of one case
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["status"] == "succeeded"  # a measurement, flagged: not a crashed case
+    validity = json.loads((tmp_path / "validity.json").read_text())
+    assert validity["verdicts"]["load_generator_kept_up"] == "fail"
 
 
 def test_run_against_a_dead_server_fails_with_a_saved_result(tmp_path: Path) -> None:

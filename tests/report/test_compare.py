@@ -9,8 +9,13 @@ from typing import Any
 import pytest
 
 from inferlab_bench.errors import RequestError
-from inferlab_bench.report.compare import compare_cases, diff_paths, metric_delta
-from inferlab_bench.report.rundir import find_cases, load_case
+from inferlab_bench.report.compare import (
+    compare_cases,
+    compare_trial_sets,
+    diff_paths,
+    metric_delta,
+)
+from inferlab_bench.report.rundir import find_cases, load_case, load_trials
 from tests.protocol import examples
 
 
@@ -75,3 +80,47 @@ def test_find_cases_lists_subdirectories_in_order(tmp_path: Path) -> None:
 def test_missing_result_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(RequestError, match="cannot read saved result"):
         load_case(tmp_path)
+
+
+def save_trials(root: Path, throughputs: list[float], *, failed: int = 0) -> Path:
+    """A ``run --trials`` folder: trial-NN cases and trials.json listing the succeeded ones."""
+    names = [f"trial-{i:02d}" for i in range(1, len(throughputs) + 1)]
+    for name, value in zip(names, throughputs, strict=True):
+        save_case(root / name, {"request_throughput": value, "p50_ttft_ms": 10.0}, None)
+    listing = {"schema_version": 1, "trials": names, "succeeded": names[failed:]}
+    (root / "trials.json").write_text(json.dumps(listing))
+    return root
+
+
+def test_trials_make_compare_judge_the_noise(tmp_path: Path) -> None:
+    a = load_trials(save_trials(tmp_path / "a", [10.0, 10.2, 9.9, 10.1]))
+    far = load_trials(save_trials(tmp_path / "far", [12.0, 12.1, 11.9, 12.2]))
+    near = load_trials(save_trials(tmp_path / "near", [10.1, 9.8, 10.2, 10.0]))
+    beyond = compare_trial_sets(a, far)
+    assert beyond.trials == (4, 4)
+    noise = beyond.noise_of("request_throughput")
+    assert noise is not None and noise.noise == "beyond_noise" and noise.p_value < 0.01
+    row = next(r for r in beyond.rows if r.name == "request_throughput")
+    assert row.a == pytest.approx(10.05) and row.b == pytest.approx(12.05)  # means
+    within = compare_trial_sets(a, near).noise_of("request_throughput")
+    assert within is not None and within.noise == "within_noise"
+    # Identical constant values on both sides: no difference, within noise.
+    constant = compare_trial_sets(a, near).noise_of("p50_ttft_ms")
+    assert constant is not None and constant.noise == "within_noise"
+    as_json = compare_trial_sets(a, far).as_json()
+    assert {n["metric"] for n in as_json["noise"]} == {"request_throughput", "p50_ttft_ms"}
+    assert as_json["trials"] == (4, 4) and as_json["rows"][0]["name"] == "p50_ttft_ms"
+
+
+def test_single_cases_leave_the_noise_unjudged(tmp_path: Path) -> None:
+    one = load_trials(save_case(tmp_path / "one", {"request_throughput": 1.0}, None))
+    two = load_trials(save_case(tmp_path / "two", {"request_throughput": 2.0}, None))
+    assert len(one) == 1
+    comparison = compare_trial_sets(one, two)
+    assert comparison.noise == () and comparison.trials == (1, 1)
+
+
+def test_trials_listing_skips_failed_trials_and_needs_one(tmp_path: Path) -> None:
+    assert len(load_trials(save_trials(tmp_path / "some", [1.0, 2.0, 3.0], failed=1))) == 2
+    with pytest.raises(RequestError, match="no succeeded trials"):
+        load_trials(save_trials(tmp_path / "none", [1.0], failed=1))

@@ -26,7 +26,8 @@ def columns(n: int, *, good: float = np.nan, first: int = 0) -> RecordColumns:
     errors[-1] = True
     return RecordColumns(
         session_num=np.arange(n, dtype=np.int64), conversation_id=list(ids(n, first)),
-        x_request_id=[None] * n, start_ns=start, end_ns=start + 90 * MS,
+        x_request_id=[None] * n, credit_issued_ns=start - MS, start_ns=start,
+        end_ns=start + 90 * MS,
         was_cancelled=np.zeros(n, dtype=bool), has_error=errors, error_message=[None] * n,
         metrics=values,
     )

@@ -1,4 +1,4 @@
-"""validity: population identity, warmup completeness, the post-reset cold-start verdict."""
+"""Case integrity: population identity, warmup completeness, the post-reset cold-start verdict."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from inferlab_bench.case.records import CaseRecords, read_records
-from inferlab_bench.case.validity import (
+from inferlab_bench.case.integrity import (
     check_population_identity,
     check_warmup_complete,
     cold_start_verdict,
 )
+from inferlab_bench.case.records import CaseRecords, read_records
 from inferlab_bench.errors import RecordsError
 from tests.case.support import record, write_records
 

@@ -1,4 +1,4 @@
-"""Pure checks that the run measured what was asked: population identity, warmup, a cold start."""
+"""Integrity checks: the run measured what was asked (population identity, warmup, cold start)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,12 @@ import numpy as np
 
 from inferlab_bench.case.records import CaseRecords, RecordColumns
 from inferlab_bench.errors import RecordsError
-
-SESSION_ID_FORMAT = "inferlab-{:08d}"
+from inferlab_bench.layout import session_id
 
 
 def expected_conversations(first: int, count: int) -> list[str]:
     """The population session ids of one slice: ``inferlab-NNNNNNNN`` for first..first+count-1."""
-    return [SESSION_ID_FORMAT.format(index) for index in range(first, first + count)]
+    return [session_id(index) for index in range(first, first + count)]
 
 
 def check_population_identity(records: CaseRecords, warmup: int, request_count: int) -> None:
