@@ -112,7 +112,58 @@ def _run(case: _Case) -> BenchClientResult:
     if target is not None and not with_warmup_reset:
         _reset_now(case, target)
     outcome = _run_aiperf(case, config_path, target if with_warmup_reset else None)
-    return _measure(case, outcome, reset_checked=target is not None)
+    return _measure(case, outcome.exit_code, outcome.log_path, reset_checked=target is not None)
+
+
+# --- The pieces a case run elsewhere (AIPerf on Kubernetes) reuses instead of copying. ---
+
+
+def planned_config(request: BenchClientRequest, *, reset_after_warmup: bool) -> dict[str, Any]:
+    """The AIPerf config this case runs locally, for the whole budget (nothing written)."""
+    plan = aiperf_config.build_plan(
+        request,
+        aiperf_dir=request.artifact_dir / "aiperf",
+        timeout_seconds=request.case_budget_seconds - RESULT_RESERVE_SECONDS,
+        reset_after_warmup=reset_after_warmup,
+    )
+    return plan.config
+
+
+def reset_target(request: BenchClientRequest, options: CaseOptions) -> reset.ResetTarget | None:
+    """The reset the case asks for (None when it asks none); errors as a local case gives."""
+    return _reset_target(_Case(request, options, time.monotonic() + request.case_budget_seconds))
+
+
+def reset_before_run(
+    request: BenchClientRequest, target: reset.ResetTarget
+) -> list[RawArtifact]:
+    """Reset the prefix cache now and record it (reset-evidence.json); raises when it failed."""
+    case = _Case(request, CaseOptions(), time.monotonic() + request.case_budget_seconds)
+    request.artifact_dir.mkdir(parents=True, exist_ok=True)
+    _reset_now(case, target)
+    return case.artifacts
+
+
+def measure_outputs(
+    request: BenchClientRequest,
+    *,
+    command: list[str],
+    exit_code: int | None,
+    log_path: Path,
+    reset_checked: bool,
+) -> BenchClientResult:
+    """The result of AIPerf outputs already laid out under ``artifact_dir/aiperf`` (fetched
+    from a run elsewhere), judged exactly as a local run's; failures are failed results."""
+    case = _Case(request, CaseOptions(), time.monotonic() + request.case_budget_seconds)
+    case.command, case.exit_code = command, exit_code
+    _collect_outputs(case, log_path)
+    try:
+        return _measure(case, exit_code, log_path, reset_checked=reset_checked)
+    except InferlabError as exc:
+        return _failed(case, str(exc))
+
+
+# --- The local case. ---
 
 
 def _check_population(request: BenchClientRequest) -> None:
@@ -236,13 +287,13 @@ def _check_outcome(case: _Case, outcome: runner.RunOutcome, hooked: bool) -> Non
     if hooked:
         _check_hook_reset(case)
     if outcome.exit_code != 0 and not (case.aiperf_dir / f"{_PREFIX}.jsonl").is_file():
-        raise _exit_error(outcome)
+        raise _exit_error(outcome.exit_code, outcome.log_path)
 
 
-def _exit_error(outcome: runner.RunOutcome) -> LoadGeneratorError:
+def _exit_error(exit_code: int | None, log_path: Path) -> LoadGeneratorError:
     return LoadGeneratorError(
-        f"AIPerf exited with code {outcome.exit_code}: {_log_reason(outcome.log_path)}",
-        hint=f"see {outcome.log_path}",
+        f"AIPerf exited with code {exit_code}: {_log_reason(log_path)}",
+        hint=f"see {log_path}",
     )
 
 
@@ -266,15 +317,17 @@ def _log_reason(log_path: Path, limit: int = 400) -> str:
     return text[:limit]
 
 
-def _measure(case: _Case, outcome: runner.RunOutcome, *, reset_checked: bool) -> BenchClientResult:
+def _measure(
+    case: _Case, exit_code: int | None, log_path: Path, *, reset_checked: bool
+) -> BenchClientResult:
     request = case.request
     records = read_records(case.aiperf_dir / f"{_PREFIX}.jsonl")
     _check_validity(case, records)
     profiling = records.profiling
     # AIPerf exits 1 and writes no summary when every request failed: still a measurement.
     all_failed = bool(np.all(profiling.has_error | profiling.was_cancelled))
-    if outcome.exit_code != 0 and not all_failed:
-        raise _exit_error(outcome)
+    if exit_code != 0 and not all_failed:
+        raise _exit_error(exit_code, log_path)
     summary_path = case.aiperf_dir / f"{_PREFIX}.json"
     summary = (
         {} if all_failed and not summary_path.exists() else read_json_file(summary_path, "summary")
