@@ -40,8 +40,13 @@ def _ours(source: Path, catalog: Path, out: Path, args: argparse.Namespace, queu
     started = time.perf_counter()
     result = run_prepare(_request(source, catalog, out, args), catalog_dir=catalog)
     queue.put({"seconds": time.perf_counter() - started, "status": result.status.value,
-               "sha256": result.population.sha256 if result.population else None,
-               "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+               "sha256": result.population.sha256 if result.population else None, **_rss()})
+
+
+def _rss() -> dict[str, float]:
+    """Peak RSS of this process and of its largest child (our tokenizing workers)."""
+    return {"rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "rss_children_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
 
 
 def _reference(source: Path, args: argparse.Namespace, queue: Any) -> None:
@@ -58,8 +63,7 @@ def _reference(source: Path, args: argparse.Namespace, queue: Any) -> None:
     entries = [Entry(i, sid, o["messages"], o["target"], 0, o["input_tokens"], 0, o["output_length"])
                for _, i, sid, o in ref["chosen"]]
     queue.put({"seconds": time.perf_counter() - started,
-               "sha256": hashlib.sha256(population_bytes(entries)).hexdigest(),
-               "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+               "sha256": hashlib.sha256(population_bytes(entries)).hexdigest(), **_rss()})
 
 
 def _measure(target: Any, *params: Any) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import orjson
 import pyarrow as pa
 
 from inferlab_bench.prepare.materialize import (
+    Choice,
     Conversation,
     Reason,
     choose_input,
@@ -19,7 +20,7 @@ from inferlab_bench.prepare.materialize import (
     source_id,
     target_reason,
 )
-from inferlab_bench.prepare.tokenize import ChatTokenizer, PrefixCounter
+from inferlab_bench.prepare.tokenize import ChatTokenizer, PrefixCounter, TokenRate
 from inferlab_bench.progress import NULL_PROGRESS, ProgressSink
 
 SCHEMA = pa.schema(
@@ -49,32 +50,34 @@ class Row:
     payload: bytes | None = None
 
 
-def evaluate(
-    conversation: Conversation, counter: PrefixCounter, tok: ChatTokenizer, max_input: int
-) -> Row:
-    """One valid conversation's outcome under the rules (pure apart from the counter)."""
-    base = Row(
-        conversation.index, conversation.source_id, None, total_messages=len(conversation.messages)
-    )
+def choose(conversation: Conversation, counter: PrefixCounter, max_input: int) -> Row | Choice:
+    """The input split of one valid conversation, or its row when no input fits."""
     choice = choose_input(conversation, counter, max_input)
     if isinstance(choice, Reason):
-        return _with(base, reason=choice.value)
+        return Row(
+            conversation.index,
+            conversation.source_id,
+            choice.value,
+            total_messages=len(conversation.messages),
+        )
+    return choice
+
+
+def with_target(conversation: Conversation, choice: Choice, target_tokens: int) -> Row:
+    """The row of a conversation whose input fits, given its target's token count."""
     target = conversation.messages[choice.end][1]
-    target_tokens = tok.count_texts([target])[0]
     reason = target_reason(target, target_tokens)
     payload = orjson.dumps({"messages": conversation.chat(choice.end), "target": target})
-    return _with(
-        base,
-        reason=reason.value if reason else None,
+    return Row(
+        conversation.index,
+        conversation.source_id,
+        reason.value if reason else None,
         end=choice.end,
+        total_messages=len(conversation.messages),
         input_tokens=choice.input_tokens,
         target_tokens=target_tokens,
         payload=None if reason else payload,
     )
-
-
-def _with(row: Row, **changes: Any) -> Row:
-    return Row(**{**row.__dict__, **changes})
 
 
 def build_table(
@@ -132,7 +135,10 @@ def _evaluate_chunk(chunk: list[Conversation]) -> list[Row]:
 def _evaluate_chunk_with(
     tok: ChatTokenizer, max_input: int, chunk: list[Conversation]
 ) -> list[Row]:
-    out = []
-    for conversation in chunk:
-        out.append(evaluate(conversation, PrefixCounter(tok), tok, max_input))
-    return out
+    """Inputs one conversation at a time; then every target of the chunk in one batch."""
+    rate = TokenRate()
+    choices = [choose(c, PrefixCounter(tok, rate), max_input) for c in chunk]
+    fitting = [(c, x) for c, x in zip(chunk, choices, strict=True) if isinstance(x, Choice)]
+    counts = tok.count_texts([c.messages[x.end][1] for c, x in fitting])
+    rows = {c.index: with_target(c, x, n) for (c, x), n in zip(fitting, counts, strict=True)}
+    return [x if isinstance(x, Row) else rows[c.index] for c, x in zip(chunk, choices, strict=True)]

@@ -23,6 +23,10 @@ _FINGERPRINT_FILES = (
     "chat_template.jinja",
     "chat_template.json",
 )
+_UNICODE_FORMS = {"NFC", "NFKC", "NFD", "NFKD"}
+_MAX_UTF8_GROWTH = 12
+"""Normalized UTF-8 bytes per input character at most: 4 bytes times Unicode's 3x cap on
+normalization growth. Lets a bound be skipped when it cannot matter."""
 
 
 class ChatTokenizer:
@@ -34,8 +38,10 @@ class ChatTokenizer:
         self.template_kwargs = dict(template_kwargs or {})
         self._tok = _load(locator)
         self._backend = getattr(self._tok, "backend_tokenizer", None)
-        self._bound = _ByteBound.for_backend(self._tok, self._backend)
-        self._splitter = _added_token_splitter(self._tok, self._backend)
+        added = _plain_added_tokens(self._tok, self._backend)
+        self._splitter = None if added is None else _splitter(added)
+        self._bound = None if added is None else _ByteBound.for_backend(self._backend, added)
+        self._encode = _batch_encoder(self._backend)
 
     def render(self, messages: Sequence[Mapping[str, str]]) -> str:
         try:
@@ -50,22 +56,25 @@ class ChatTokenizer:
         """Exact token counts of already-rendered texts (no special tokens added), batched."""
         if not texts:
             return []
-        if self._backend is not None and len(texts) == 1:
-            return [len(self._backend.encode(texts[0], add_special_tokens=False).ids)]
-        if self._backend is not None:
-            encodings = self._backend.encode_batch(list(texts), add_special_tokens=False)
-            return [len(e.ids) for e in encodings]
+        if self._encode is not None:
+            return [len(encoding) for encoding in self._encode(list(texts), False)]
         return [len(self._tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
 
-    def lower_bound(self, text: str) -> int:
-        """A number never above ``count_texts([text])[0]``; 0 when no bound is provable."""
-        return 0 if self._bound is None else self._bound.of(text)
+    def lower_bound(self, segment: str, room: int) -> int:
+        """A number never above the segment's count; 0 when no bound is provable or when
+        the bound could not exceed ``room`` anyway (then it is not worth computing)."""
+        if self._bound is None:
+            return 0
+        return self._bound.of(segment, room)
 
     def split_segments(self, text: str) -> tuple[list[str], int] | None:
         """Cut ``text`` at added tokens the way the tokenizer does: (segments, #added tokens).
 
-        None when this tokenizer's added tokens are matched in ways we do not mirror
-        (normalized, stripping, single-word) or there is no fast backend.
+        Then count(text) = #added tokens + sum(count(segment)) exactly: the tokenizer cuts
+        added tokens out before normalizing, pre-tokenizing and modelling each piece alone,
+        so nothing merges across a cut. None when this tokenizer's added tokens are matched
+        in ways we do not mirror (normalized, stripping, single-word), or it truncates or
+        pads, or there is no fast backend.
         """
         if self._splitter is None:
             return None
@@ -106,105 +115,143 @@ def _load(locator: str) -> Any:
         ) from exc
 
 
-def _added_token_splitter(tok: Any, backend: Any) -> re.Pattern[str] | None:
-    added = list(getattr(tok, "added_tokens_decoder", {}).values())
-    if backend is None or not added:
+def _batch_encoder(backend: Any) -> Any:
+    """The backend's fastest batch encode: ``encode_batch_fast`` skips offset tracking,
+    which we never read (tokenizers >= 0.21); the ids, and so the counts, are the same."""
+    if backend is None:
         return None
+    return getattr(backend, "encode_batch_fast", None) or backend.encode_batch
+
+
+def _plain_added_tokens(tok: Any, backend: Any) -> list[str] | None:
+    """The added tokens' contents when the backend cuts them out verbatim before anything
+    else, so that splitting on them ourselves is exact; None otherwise.
+
+    Verbatim means: not normalized, no lstrip/rstrip/single-word matching, special tokens
+    not encoded as text, and no truncation or padding that would make a whole text count
+    differently from the sum of its pieces.
+    """
+    if backend is None or backend.truncation is not None or backend.padding is not None:
+        return None
+    if getattr(backend, "encode_special_tokens", False):
+        return None
+    added = list(getattr(tok, "added_tokens_decoder", {}).values())
     if any(a.normalized or a.lstrip or a.rstrip or a.single_word for a in added):
         return None
-    # Longest first: the tokenizer takes the leftmost-longest added token.
-    contents = sorted({a.content for a in added}, key=len, reverse=True)
-    return re.compile("|".join(map(re.escape, contents)))
+    return [a.content for a in added]
+
+
+def _splitter(contents: list[str]) -> re.Pattern[str]:
+    """Leftmost-longest over the added tokens, as the backend matches them. With no added
+    tokens, a pattern that cannot occur in text keeps every text one segment."""
+    if not contents:
+        return re.compile(r"(?!)")
+    ordered = sorted(set(contents), key=len, reverse=True)
+    return re.compile("|".join(map(re.escape, ordered)))
 
 
 class _ByteBound:
-    """tokens >= ceil(bytes / longest token) for byte-level BPE.
+    """tokens >= ceil(bytes / longest token) for a segment of byte-level BPE.
 
     With a ByteLevel pre-tokenizer every token covers a whole number of bytes of its
-    segment and no token is unknown, so a text of B bytes needs at least B / L tokens,
-    L being the longest vocabulary entry in bytes. Added tokens are cut out before
-    normalization (we require them non-normalized and not stripping), so segments are
-    normalized separately here exactly as the tokenizer does.
+    segment and no token is unknown, so a segment of B normalized bytes needs at least
+    B / L tokens, L being the longest vocabulary entry in bytes. Segments hold no added
+    tokens (they were cut out first), and are normalized here exactly as the tokenizer does.
     """
 
-    def __init__(self, longest: int, normalizer: Any, specials: list[str]) -> None:
+    def __init__(self, longest: int, normalizer: Any) -> None:
         self._longest = longest
         self._normalizer = normalizer
-        self._split = re.compile("|".join(map(re.escape, sorted(specials, key=len, reverse=True))))
-        self._specials = specials
 
     @classmethod
-    def for_backend(cls, tok: Any, backend: Any) -> _ByteBound | None:
-        if backend is None or type(backend.model).__name__ != "BPE":
+    def for_backend(cls, backend: Any, added: list[str]) -> _ByteBound | None:
+        model = backend.model
+        if type(model).__name__ != "BPE" or getattr(model, "dropout", None):
             return None
         if "ByteLevel" not in repr(backend.pre_tokenizer):
             return None
         normalizer = backend.normalizer
-        if normalizer is not None and type(normalizer).__name__ not in (
-            "NFC",
-            "NFKC",
-            "NFD",
-            "NFKD",
-        ):
+        if normalizer is not None and type(normalizer).__name__ not in _UNICODE_FORMS:
             return None
-        added = list(getattr(tok, "added_tokens_decoder", {}).values())
-        if any(a.normalized or a.lstrip or a.rstrip or a.single_word for a in added):
-            return None
-        specials = [a.content for a in added]
-        longest = max([len(k) for k in backend.get_vocab()] + [len(s.encode()) for s in specials])
-        return (
-            cls(longest, normalizer, specials) if specials else cls(longest, normalizer, ["\0\0"])
-        )
+        longest = max([len(k) for k in backend.get_vocab()] + [len(s.encode()) for s in added])
+        return cls(longest, normalizer)
 
-    def of(self, text: str) -> int:
-        total = 0
-        for segment in self._split.split(text):
-            if self._normalizer is not None:
-                segment = self._normalizer.normalize_str(segment)
-            total += len(segment.encode("utf-8"))
-        total += sum(len(m.encode()) for m in self._split.findall(text))
-        return math.ceil(total / self._longest)
+    def of(self, segment: str, room: int) -> int:
+        if len(segment) * _MAX_UTF8_GROWTH <= self._longest * room:
+            return 0  # even the largest normalized size could not prove more than room
+        if segment.isascii():
+            size = len(segment)  # every Unicode normalization form leaves ASCII unchanged
+        else:
+            normalized = (
+                segment if self._normalizer is None else self._normalizer.normalize_str(segment)
+            )
+            size = len(normalized.encode("utf-8"))
+        return math.ceil(size / self._longest)
 
 
 class PrefixCounter:
     """``CountUpTo`` for one conversation: counts by segments, stops once past the limit.
 
-    HF tokenizers cut added tokens out first and tokenize each remaining segment alone, so
-    count(text) = #added tokens + sum(count(segment)). Segments repeat across the candidate
-    inputs of one conversation and are counted once; a segment whose byte bound already
-    exceeds what is left of the limit is never tokenized. A count within the limit is
-    confirmed by encoding the whole rendered text; any disagreement falls back to it.
+    count(text) = #added tokens + sum(count(segment)) (see ``split_segments``). Segments
+    repeat across the candidate inputs of one conversation and are counted once; a segment
+    whose byte bound already exceeds what is left of the limit is never tokenized. Unknown
+    segments are encoded in one batch per step, as many as are likely to fit the room left
+    (a guess from the tokens per character seen so far; it only decides the batch size,
+    never a count), so a long tail past the limit is rarely tokenized.
     """
 
-    def __init__(self, tokenizer: ChatTokenizer) -> None:
+    def __init__(self, tokenizer: ChatTokenizer, rate: TokenRate | None = None) -> None:
         self._tok = tokenizer
+        self._rate = rate or TokenRate()
         self._counts: dict[str, int] = {}
-        self.confirmed = 0
-        self.fallbacks = 0
 
     def __call__(self, messages: list[dict[str, str]], limit: int) -> int:
         text = self._tok.render(messages)
         split = self._tok.split_segments(text)
         if split is None:
             return self._tok.count_texts([text])[0]
-        segments, specials = split
-        total = specials
-        for segment in segments:
-            total += self._segment(segment, limit - total)
+        segments, total = split
+        for position, segment in enumerate(segments):
             if total > limit:
                 return total
-        exact = self._tok.count_texts([text])[0]
-        self.confirmed += 1
-        if exact != total:
-            self.fallbacks += 1
-        return exact
+            count = self._counts.get(segment)
+            if count is None:
+                bound = self._tok.lower_bound(segment, limit - total)
+                if bound > limit - total:
+                    return total + bound  # provably too long: never tokenized
+                self._fetch(segments, position, limit - total)
+                count = self._counts[segment]
+            total += count
+        return total
 
-    def _segment(self, segment: str, room: int) -> int:
-        if segment in self._counts:
-            return self._counts[segment]
-        bound = self._tok.lower_bound(segment)
-        if bound > room:
-            return bound  # provably too long: never tokenized
-        count = self._tok.count_texts([segment])[0]
-        self._counts[segment] = count
-        return count
+    def _fetch(self, segments: list[str], start: int, room: int) -> None:
+        """Count ``segments[start]`` and the unknown ones after it likely to fit in ``room``."""
+        ratio = self._rate.per_char()
+        batch: dict[str, None] = {}  # ordered and deduplicated
+        expected = 0.0
+        for segment in segments[start:]:
+            if segment in self._counts or segment in batch:
+                continue
+            if batch and expected + len(segment) * ratio > room:
+                break
+            batch[segment] = None
+            expected += len(segment) * ratio
+        for segment, count in zip(batch, self._tok.count_texts(list(batch)), strict=True):
+            self._counts[segment] = count
+            self._rate.add(len(segment), count)
+
+
+class TokenRate:
+    """Tokens per character seen so far, shared by the counters of one worker: a guess of
+    how much text fits the room left, used only to size encode batches."""
+
+    def __init__(self) -> None:
+        self._chars = 300  # a prior of 1 token per 3 characters, soon outweighed
+        self._tokens = 100
+
+    def per_char(self) -> float:
+        return self._tokens / self._chars
+
+    def add(self, chars: int, tokens: int) -> None:
+        self._chars += chars
+        self._tokens += tokens

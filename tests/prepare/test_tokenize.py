@@ -1,0 +1,100 @@
+"""Segment-wise counting is exact where the shortcuts bite: added tokens in user text,
+whitespace that merges with the template's own text, normalization, huge segments."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from transformers import AutoTokenizer
+
+from inferlab_bench.prepare.tokenize import ChatTokenizer, PrefixCounter
+from tests.prepare.conftest import QWEN_DIR
+
+TRICKY = [
+    "plain words here",
+    "<|im_end|>\n<|im_start|>assistant\nfake turn inside the user text",
+    "half a token <|im_ and <|endoftext|> and <|im_start|",
+    "\n\n  leading newlines and spaces merge with the template's newline",
+    "trailing whitespace   \n\n",
+    "e\u0301 combining accent (NFC composes it), ﬁ ligature, Å",
+    "数据 模型 東京 こんにちは ёлка 🙂🙂🙂",
+    "<think>reasoning</think>\n\nthe answer",
+    "",
+    " ",
+]
+
+
+def chats() -> list[list[dict[str, str]]]:
+    out = []
+    for text in TRICKY:
+        out.append([{"role": "user", "content": text}])
+        out.append(
+            [
+                {"role": "user", "content": "first"},
+                {"role": "assistant", "content": text},
+                {"role": "user", "content": text or "next"},
+            ]
+        )
+    return out
+
+
+@pytest.fixture(scope="module")
+def qwen() -> tuple[ChatTokenizer, Any]:
+    return ChatTokenizer(QWEN_DIR), AutoTokenizer.from_pretrained(QWEN_DIR, local_files_only=True)
+
+
+def reference_count(tok: Any, messages: list[dict[str, str]], **kwargs: Any) -> int:
+    ids = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, **kwargs)
+    return len(ids["input_ids"] if hasattr(ids, "keys") else ids)
+
+
+@pytest.mark.parametrize("messages", chats(), ids=lambda m: repr(m[-1]["content"][:20]))
+def test_counts_equal_the_template_at_and_around_the_limit(
+    qwen: tuple[ChatTokenizer, Any], messages: list[dict[str, str]]
+) -> None:
+    ours, reference = qwen
+    exact = reference_count(reference, messages)
+    assert PrefixCounter(ours)(messages, 10_000) == exact
+    assert PrefixCounter(ours)(messages, exact) == exact
+    assert PrefixCounter(ours)(messages, exact - 1) > exact - 1
+
+
+def test_whole_text_equals_added_tokens_plus_segments(qwen: tuple[ChatTokenizer, Any]) -> None:
+    ours, _ = qwen
+    for messages in chats():
+        text = ours.render(messages)
+        split = ours.split_segments(text)
+        assert split is not None
+        segments, added = split
+        assert ours.count_texts([text]) == [added + sum(ours.count_texts(segments))]
+
+
+def test_huge_segment_is_bounded_without_tokenizing(qwen: tuple[ChatTokenizer, Any]) -> None:
+    ours, reference = qwen
+    huge = "lorem " * 60_000
+    assert ours.lower_bound(huge, 1024) > 1024
+    assert ours.lower_bound(huge, 1024) <= ours.count_texts([huge])[0]
+    assert ours.lower_bound("short text", 1024) == 0  # cannot matter: not computed
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": huge}]
+    messages.append({"role": "user", "content": "and?"})
+    assert PrefixCounter(ours)(messages, 1024) > 1024
+    assert reference_count(reference, messages) > 1024
+
+
+def test_non_ascii_bound_uses_normalized_bytes(qwen: tuple[ChatTokenizer, Any]) -> None:
+    ours, _ = qwen
+    text = "数据模型" * 40_000  # 3 bytes a character: the bound must see bytes, not characters
+    bound = ours.lower_bound(text, 100)
+    assert 0 < bound <= ours.count_texts([text])[0]
+    assert bound >= len(text.encode()) // 128
+
+
+def test_word_level_tokenizer_has_no_byte_bound(word_tokenizer: str) -> None:
+    ours = ChatTokenizer(word_tokenizer, {"preamble": True})
+    reference = AutoTokenizer.from_pretrained(word_tokenizer, local_files_only=True)
+    messages = [{"role": "user", "content": "hello world </s> <s> one two " * 50}]
+    assert ours.lower_bound("hello " * 100_000, 1) == 0
+    exact = reference_count(reference, messages, preamble=True)
+    assert PrefixCounter(ours)(messages, exact) == exact
+    assert PrefixCounter(ours)(messages, exact - 1) > exact - 1
