@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +52,9 @@ class ColdStartVerdict:
     first_request_cached_tokens: int
     max_cached_tokens: int
     shared_prefix_bound: int | None
+    """The most any checked request may hit (its prompt's longest prefix shared with a
+    request that started before it); None when the prompts are unknown."""
+    exceeding_requests: int
     cold: bool
     reason: str
 
@@ -60,48 +64,73 @@ class ColdStartVerdict:
             "first_request_cached_tokens": self.first_request_cached_tokens,
             "max_cached_tokens": self.max_cached_tokens,
             "shared_prefix_bound": self.shared_prefix_bound,
+            "exceeding_requests": self.exceeding_requests,
             "cold": self.cold,
             "reason": self.reason,
         }
 
 
+def first_wave(profiling: RecordColumns, size: int) -> list[str | None] | None:
+    """Conversation ids of the first ``size`` profiling requests by start; None when the
+    server reports no cached tokens (nothing to judge)."""
+    cached = profiling.metric("usage_prompt_cache_read_tokens")
+    if not len(profiling) or np.all(np.isnan(cached)):
+        return None
+    order = np.argsort(profiling.start_ns, kind="stable")[: max(1, size)]
+    return [profiling.conversation_id[int(i)] for i in order]
+
+
 def cold_start_verdict(
-    profiling: RecordColumns, *, first_wave: int, shared_prefix_bound: int | None
+    profiling: RecordColumns, *, first_wave: int, prefix_bounds: Sequence[int] | None
 ) -> ColdStartVerdict | None:
     """Judge the first ``first_wave`` profiling requests (by start); None if no cache is reported.
 
-    The earliest request after a reset must hit nothing at all; the others of the first wave
-    may share only the chat template's prefix, cached by their siblings moments before.
+    ``prefix_bounds[k]`` is what the k-th started request may hit: the tokens its prompt
+    shares with one started before it (0 for the earliest). Without bounds only the earliest
+    request is judged: it must hit nothing at all.
     """
     cached = profiling.metric("usage_prompt_cache_read_tokens")
     if not len(profiling) or np.all(np.isnan(cached)):
         return None
     order = np.argsort(profiling.start_ns, kind="stable")[: max(1, first_wave)]
     wave = np.nan_to_num(cached[order], nan=0.0).astype(np.int64)
+    if prefix_bounds is None:
+        allowed = np.zeros(1, dtype=np.int64)
+        judged = wave[:1]
+    else:
+        if len(prefix_bounds) != len(wave):
+            raise ValueError(f"{len(prefix_bounds)} prefix bounds for {len(wave)} requests")
+        allowed = np.asarray(prefix_bounds, dtype=np.int64)
+        allowed[0] = 0
+        judged = wave
+    exceeding = int(np.sum(judged > allowed))
     first, highest = int(wave[0]), int(wave.max())
-    bound = shared_prefix_bound
-    cold = first == 0 and (bound is None or highest <= bound)
+    bound = None if prefix_bounds is None else int(allowed.max())
     return ColdStartVerdict(
-        checked_requests=int(wave.shape[0]),
+        checked_requests=int(judged.shape[0]),
         first_request_cached_tokens=first,
         max_cached_tokens=highest,
         shared_prefix_bound=bound,
-        cold=cold,
-        reason=_reason(first, highest, bound),
+        exceeding_requests=exceeding,
+        cold=exceeding == 0,
+        reason=_reason(first, exceeding, int(judged.shape[0]), bound),
     )
 
 
-def _reason(first: int, highest: int, bound: int | None) -> str:
+def _reason(first: int, exceeding: int, checked: int, bound: int | None) -> str:
     if first:
         return f"the first profiling request read {first} cached prompt tokens after the reset"
-    if bound is not None and highest > bound:
+    if exceeding:
         return (
-            f"a first-wave request read {highest} cached tokens, "
-            f"beyond the {bound}-token shared prefix"
+            f"{exceeding} of {checked} first-wave requests read more cached tokens than their "
+            "prompts share with the requests started before them"
         )
     if bound is None:
-        return "the first profiling request read no cached tokens (shared prefix length unknown)"
-    return f"no first-wave request read more than the {bound}-token shared prefix"
+        return "the first profiling request read no cached tokens (other prompts unknown)"
+    return (
+        f"no first-wave request read more than its prompt shares with earlier ones "
+        f"(at most {bound} tokens)"
+    )
 
 
 def _check_slice(phase: str, found: list[str | None], expected: list[str]) -> None:

@@ -14,7 +14,16 @@ import orjson
 
 from inferlab_bench import validity
 from inferlab_bench.atomic import write_bytes_atomic
-from inferlab_bench.case import aiperf_config, integrity, metrics, probe, reset, runner, slo
+from inferlab_bench.case import (
+    aiperf_config,
+    integrity,
+    metrics,
+    prefix,
+    probe,
+    reset,
+    runner,
+    slo,
+)
 from inferlab_bench.case.aiperf_plugin.hook import ENV_VAR, HookSettings
 from inferlab_bench.case.records import CaseRecords, read_json_file, read_records
 from inferlab_bench.errors import (
@@ -40,6 +49,8 @@ from inferlab_bench.protocol import (
 
 RESULT_RESERVE_SECONDS = 2.0
 """Budget kept back from AIPerf for reading its outputs and writing the result."""
+COLD_WAVE = 256
+"""At most this many first profiling requests are judged by the cold-start check."""
 _PREFIX = aiperf_config.ARTIFACT_PREFIX
 
 
@@ -390,12 +401,13 @@ def _slo(
 
 def _cold_start_verdict(case: _Case, records: CaseRecords) -> integrity.ColdStartVerdict | None:
     """The post-reset check of the first wave, written as cold-start.json."""
-    shape = case.request.case.load_shape
-    wave = getattr(shape, "concurrency", None) or case.request.case.request_count
+    request = case.request
+    count = request.case.request_count
+    size = min(getattr(request.case.load_shape, "concurrency", None) or count, count, COLD_WAVE)
+    wave = integrity.first_wave(records.profiling, size)
+    bounds = None if wave is None else _prefix_bounds(request, wave)
     verdict = integrity.cold_start_verdict(
-        records.profiling,
-        first_wave=min(wave, case.request.case.request_count),
-        shared_prefix_bound=None,
+        records.profiling, first_wave=size, prefix_bounds=bounds
     )
     case.write_json(
         "cold-start",
@@ -403,6 +415,24 @@ def _cold_start_verdict(case: _Case, records: CaseRecords) -> integrity.ColdStar
         {"schema_version": 1, "verdict": None if verdict is None else verdict.as_json()},
     )
     return verdict
+
+
+def _prefix_bounds(request: BenchClientRequest, wave: list[str | None]) -> list[int] | None:
+    """What each first-wave request may hit: its prompt's prefix shared with earlier ones."""
+    population = request.population
+    if not isinstance(request.definition.request_source, DatasetSource) or population is None:
+        return None  # AIPerf's synthetic prompts are not known here
+    lines = _json_lines(population.path)
+    by_session = {line.get("session_id"): line.get("messages") for line in lines}
+    if any(not isinstance(by_session.get(session), list) for session in wave):
+        return None
+    kwargs = aiperf_config.build_request_body(request).body.get("chat_template_kwargs")
+    if not isinstance(kwargs, dict):
+        kwargs = {}
+    prompts = prefix.prompt_token_ids(
+        request.model.locator, [by_session[s] for s in wave], kwargs
+    )
+    return prefix.prefix_bounds(prompts)
 
 
 def _write_validity(

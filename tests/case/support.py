@@ -154,6 +154,7 @@ def record(
             "x_request_id": f"req-{index}",
             "conversation_id": f"inferlab-{index:08d}",
             "turn_index": 0,
+            "credit_issued_ns": start_ns + index * 1_000_000 - 200_000,
             "request_start_ns": start_ns + index * 1_000_000,
             "request_end_ns": start_ns + index * 1_000_000 + int(latency_ms * 1e6),
             "benchmark_phase": phase,

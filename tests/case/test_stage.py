@@ -212,6 +212,10 @@ def test_second_case_on_the_same_population_starts_cold(warm_sglang: Ran, check_
         "verdict"
     ]
     assert verdict["cold"] and verdict["first_request_cached_tokens"] == 0
+    # The whole first wave was judged against its prompts' shared prefixes (chat template).
+    concurrency = warm_sglang.request.case.load_shape.concurrency  # type: ignore[union-attr]
+    assert verdict["checked_requests"] == min(concurrency, REQUESTS)
+    assert verdict["shared_prefix_bound"] is not None and verdict["exceeding_requests"] == 0
 
 
 def test_prompt_cache_read_ratio_is_reported(warm_vllm: Ran) -> None:

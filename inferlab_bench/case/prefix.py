@@ -1,0 +1,55 @@
+"""How much of its prompt each first request after a reset may legitimately find cached.
+
+Right after a reset the earliest request must hit nothing. Its siblings of the first wave
+start moments later and may find what the earlier ones just wrote: at most the token
+prefix their prompts share with a prompt that started before them (the chat template's
+system preamble, a common opening). Anything cached beyond that came from before the reset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from inferlab_bench.errors import ConfigurationError
+
+
+def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading token ids ``a`` and ``b`` share."""
+    length = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        length += 1
+    return length
+
+
+def prefix_bounds(prompts: Sequence[Sequence[int]]) -> list[int]:
+    """Per prompt, in start order: the most tokens it shares with any earlier one (0 first)."""
+    return [
+        max((common_prefix_length(prompt, prompts[j]) for j in range(k)), default=0)
+        for k, prompt in enumerate(prompts)
+    ]
+
+
+def prompt_token_ids(
+    locator: str,
+    conversations: Sequence[list[dict[str, Any]]],
+    template_kwargs: Mapping[str, Any],
+) -> list[list[int]]:
+    """Each conversation as the server sees it: the chat template with the generation prompt."""
+    from transformers import AutoTokenizer  # loaded only when the cache is reported
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(locator, local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise ConfigurationError(
+            f"model.locator {locator}: cannot load the tokenizer for the cold-start check ({exc})"
+        ) from exc
+    out = []
+    for messages in conversations:
+        ids = tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=True, **dict(template_kwargs)
+        )
+        out.append(list(ids["input_ids"] if isinstance(ids, Mapping) else ids))
+    return out
