@@ -424,14 +424,13 @@ def _prefix_bounds(request: BenchClientRequest, wave: list[str | None]) -> list[
         return None  # AIPerf's synthetic prompts are not known here
     lines = _json_lines(population.path)
     by_session = {line.get("session_id"): line.get("messages") for line in lines}
-    if any(not isinstance(by_session.get(session), list) for session in wave):
+    conversations = [by_session.get(session) for session in wave]
+    if not all(isinstance(messages, list) for messages in conversations):
         return None
     kwargs = aiperf_config.build_request_body(request).body.get("chat_template_kwargs")
     if not isinstance(kwargs, dict):
         kwargs = {}
-    prompts = prefix.prompt_token_ids(
-        request.model.locator, [by_session[s] for s in wave], kwargs
-    )
+    prompts = prefix.prompt_token_ids(request.model.locator, conversations, kwargs)  # type: ignore[arg-type]
     return prefix.prefix_bounds(prompts)
 
 
@@ -441,12 +440,19 @@ def _write_validity(
     """validity.json: every measurement-validity verdict with the figures behind it."""
     request = case.request
     population = request.population
-    replayed = isinstance(request.definition.request_source, DatasetSource)
+    source = request.definition.request_source
+    expectations: validity.Expectations | None = None
+    if isinstance(source, RandomSource):
+        # Synthetic prompts: their rendered length is unknown here, the output count is not.
+        expectations = validity.Expectations(output_tokens=source.output_tokens)
+    elif population is not None:
+        expectations = _expectations(population.path)
     document = validity.assess_case(
         records,
         request.case.load_shape,
-        expectations=_expectations(population.path) if replayed and population else None,
-        population_sha256=population.sha256 if replayed and population else None,
+        expectations=expectations,
+        population_sha256=None if isinstance(source, RandomSource) or population is None
+        else population.sha256,
         reset_requested=request.definition.reset_prefix_cache,
         post_reset_cold=None if cold is None else cold.cold,
     )
