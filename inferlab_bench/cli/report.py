@@ -5,10 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rich.text import Text
+
+from inferlab_bench.cli.outcome import validity_lines
 from inferlab_bench.cli.render import print_json, report_error, show
 from inferlab_bench.errors import InferlabError, RequestError
-from inferlab_bench.report.rundir import find_cases
+from inferlab_bench.report.figures import case_plots
+from inferlab_bench.report.rundir import find_cases, trial_summaries
 from inferlab_bench.report.tables import case_table, sweep_table
+from inferlab_bench.validity.report import trial_lines
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,10 +39,24 @@ def run(args: argparse.Namespace) -> int:
     except InferlabError as exc:
         return report_error(exc)
     if args.json:
-        print_json({c.label: c.result.model_dump(mode="json") for c in cases})
+        print_json(
+            {
+                "cases": {c.label: c.result.model_dump(mode="json") for c in cases},
+                "validity": {c.label: c.validity for c in cases},
+                "trials": [s.model_dump(mode="json") for s in trial_summaries(args.directory)],
+            }
+        )
         return 0
     if len(cases) == 1:
         show(case_table(cases[0].result, title=cases[0].label))
     else:
         show(sweep_table(cases, title=str(args.directory)))
+    for case in cases:
+        for line in validity_lines(case, detailed=len(cases) == 1):
+            show(Text(line))
+    for line in trial_lines(trial_summaries(args.directory)):
+        show(Text(line))
+    if not args.no_plots:
+        for path in case_plots(cases, args.directory / "plots"):
+            show(Text(f"plot: {path}"))
     return 0

@@ -10,6 +10,7 @@ import orjson
 
 from inferlab_bench.errors import RequestError
 from inferlab_bench.protocol import BenchClientRequest, BenchClientResult, parse_request
+from inferlab_bench.validity.trials import MetricSummary
 
 REQUEST_FILE = "request.json"
 RESULT_FILE = "result.json"
@@ -58,6 +59,15 @@ def load_trials(path: Path) -> tuple[SavedCase, ...]:
             hint="compare needs at least one successful trial on each side",
         )
     return tuple(load_case(path / str(name)) for name in names)
+
+
+def trial_summaries(path: Path) -> tuple[MetricSummary, ...]:
+    """The means and confidence intervals a ``run --trials`` folder saved (none elsewhere)."""
+    listing_path = path / TRIALS_FILE
+    if not listing_path.is_file():
+        return ()
+    listing = orjson.loads(_read(listing_path))
+    return tuple(MetricSummary.model_validate(s) for s in listing.get("summaries") or ())
 
 
 def find_cases(root: Path) -> list[SavedCase]:

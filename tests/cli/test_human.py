@@ -102,6 +102,11 @@ def test_report_and_compare_read_the_saved_sweep(sweep_dir: Path) -> None:
     report = cli("report", sweep_dir)
     assert report.returncode == 0, report.stderr
     assert "01-c1" in report.stdout and "02-c2" in report.stdout
+    assert "01-c1: validity" in report.stdout and "load_generator_kept_up=" in report.stdout
+    assert "plot: " in report.stdout
+    saved = json.loads(cli("report", sweep_dir, "--json", "--no-plots").stdout)
+    assert set(saved["cases"]) == {"01-c1", "02-c2"}
+    assert saved["validity"]["01-c1"]["schema_name"] == "inferlab-validity-v1"
     compare = cli("compare", sweep_dir / "01-c1", sweep_dir / "02-c2")
     assert compare.returncode == 0, compare.stderr
     assert "case.load_shape.concurrency: 1 -> 2" in compare.stdout
@@ -136,6 +141,8 @@ def test_run_with_trials_reports_confidence_intervals(server_url: str, tmp_path:
     assert judged["trials"] == [2, 2]
     noise = {n["metric"]: n["noise"] for n in judged["noise"]}
     assert noise["request_throughput"] == "within_noise"  # the same trials on both sides
+    report = cli("report", tmp_path, "--no-plots")
+    assert report.returncode == 0 and "95% CI, 2 trials" in report.stdout
     table = cli("compare", tmp_path, tmp_path / "trial-01")
     assert "means of 2 vs 1 trials" in table.stdout and "unknown" in table.stdout
 
