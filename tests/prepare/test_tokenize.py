@@ -3,12 +3,15 @@ whitespace that merges with the template's own text, normalization, huge segment
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from transformers import AutoTokenizer
 
-from inferlab_bench.prepare.tokenize import ChatTokenizer, PrefixCounter
+from inferlab_bench.prepare.tokenize import ChatTokenizer, PrefixCounter, _Plan
 from tests.prepare.conftest import QWEN_DIR
 
 TRICKY = [
@@ -98,3 +101,98 @@ def test_word_level_tokenizer_has_no_byte_bound(word_tokenizer: str) -> None:
     exact = reference_count(reference, messages, preamble=True)
     assert PrefixCounter(ours)(messages, exact) == exact
     assert PrefixCounter(ours)(messages, exact - 1) > exact - 1
+
+
+INSPECTING_TEMPLATES = {
+    "trim": "{% for m in messages %}<s> {{ m['content'] | trim }} </s>{% endfor %}",
+    "tojson": "{% for m in messages %}<s> {{ m['content'] | tojson }} </s>{% endfor %}",
+    "upper": "{% for m in messages %}<s> {{ m.content.upper() }} </s>{% endfor %}",
+    "branches": (
+        "{% for m in messages %}<s> {{ m.role }} :"
+        "{% if not m.content %} [empty]{% elif 'secret' in m.content %} [redacted]"
+        "{% elif m.content.startswith('!') %} command {{ m.content[1:] }}"
+        "{% else %} {{ m.content }}{% endif %} </s>{% endfor %}"
+        "{% if add_generation_prompt %}<s> assistant :{% endif %}"
+    ),
+    "length": "{% for m in messages %}{% if m.content | length > 5 %}long {% endif %}"
+    "{{ m.content }} {% endfor %}",
+    "shape": "{% if messages | length > 2 %}{{ raise_exception('one turn only') }}{% endif %}"
+    "{% for m in messages %}{{ m.content + ' </s>' }}{% endfor %}",
+}
+CONTENTS = ["a b", "  a b  ", "", "secret a", "!c d", "A", "a </s> b", "é ü 数据"]
+
+
+@pytest.fixture(scope="module")
+def template_tokenizer(
+    word_tokenizer: str, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[str], str]:
+    """A copy of the WordLevel tokenizer with another chat template."""
+
+    def make(template: str) -> str:
+        directory = tmp_path_factory.mktemp("template")
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copy(Path(word_tokenizer) / name, directory / name)
+        (directory / "chat_template.jinja").write_text(template)
+        return str(directory)
+
+    return make
+
+
+@pytest.mark.parametrize("name", sorted(INSPECTING_TEMPLATES))
+def test_renders_equal_the_template_when_it_inspects_content(
+    template_tokenizer: Callable[[str], str], name: str
+) -> None:
+    locator = template_tokenizer(INSPECTING_TEMPLATES[name])
+    ours = ChatTokenizer(locator)
+    reference = AutoTokenizer.from_pretrained(locator, local_files_only=True)
+    for first in CONTENTS:
+        for last in CONTENTS:
+            messages = [{"role": "user", "content": first}]
+            if name != "shape":
+                messages += [
+                    {"role": "assistant", "content": last},
+                    {"role": "user", "content": last},
+                ]
+            expected = reference.apply_chat_template(
+                messages, add_generation_prompt=True, tokenize=False
+            )
+            assert ours.render(messages) == expected, (first, last)
+
+
+def test_qwen_renders_equal_the_template(qwen: tuple[ChatTokenizer, Any]) -> None:
+    ours, reference = qwen
+    for messages in chats():
+        expected = reference.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=False
+        )
+        assert ours.render(messages) == expected
+
+
+def test_a_plan_that_disagrees_with_a_real_render_turns_plans_off(word_tokenizer: str) -> None:
+    ours = ChatTokenizer(word_tokenizer)
+    plans = ours._plans
+    assert plans is not None
+    messages = [{"role": "user", "content": "a b"}]
+    plans._plans[("user",)] = _Plan(("<s> wrong ", 0), ())
+    real = AutoTokenizer.from_pretrained(word_tokenizer).apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=False
+    )
+    assert ours.render(messages) == real
+    assert ours.render([{"role": "user", "content": "c"}]).startswith("<s> user : c")
+    assert plans.text(messages) is None  # off for good
+
+
+@pytest.mark.parametrize(
+    ("name", "planned"),
+    [("branches", 5), ("shape", 8), ("trim", 0), ("tojson", 0), ("upper", 0), ("length", 0)],
+)
+def test_plans_serve_only_contents_that_take_the_probed_path(
+    template_tokenizer: Callable[[str], str], name: str, planned: int
+) -> None:
+    """Escaped, stripped or measured contents get no plan; 'branches' plans the 5 contents
+    that are non-empty, not 'secret' and not '!' commands, like the probes."""
+    plans = ChatTokenizer(template_tokenizer(INSPECTING_TEMPLATES[name]))._plans
+    assert plans is not None
+    shape = ["user"] if name == "shape" else ["user", "assistant", "user"]
+    served = [plans.text([{"role": r, "content": c} for r in shape]) for c in CONTENTS]
+    assert sum(text is not None for text in served) == planned
