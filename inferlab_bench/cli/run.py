@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import argparse
 
+from inferlab_bench.case.stage import run_case
 from inferlab_bench.cli.caseflags import add_case_flags, case_options, target_from, workload_from
+from inferlab_bench.cli.kube_flags import add_kube_flags, kube_options, render_dry_run, split_urls
 from inferlab_bench.cli.outcome import exit_code, render_cases
 from inferlab_bench.cli.render import report_error
 from inferlab_bench.errors import InferlabError
 from inferlab_bench.report.figures import case_plots
 from inferlab_bench.runs.execute import run_and_save
+from inferlab_bench.runs.kube import dry_run, kube_runner
 from inferlab_bench.runs.requests import CaseShape, case_request, load_shape
 from inferlab_bench.runs.trials import run_trials
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("run", help="run one case against a server (human flags)")
+    parser = sub.add_parser(
+        "run", help="run one case against a server (human flags)", conflict_handler="resolve"
+    )
     load = parser.add_argument_group("load (exactly one)")
     load.add_argument("--concurrency", type=int, help="fixed number of in-flight requests")
     load.add_argument("--rate", type=float, help="request rate per second (poisson)")
@@ -24,11 +29,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     load.add_argument("--unbounded", action="store_true", help="send every request at once")
     add_case_flags(parser)
+    add_kube_flags(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
+        kube = kube_options(args, split_urls(args))
         shape = CaseShape(
             load_shape(args.concurrency, args.rate, args.burstiness, args.unbounded),
             requests=args.requests,
@@ -36,12 +43,15 @@ def run(args: argparse.Namespace) -> int:
             budget_seconds=args.budget,
         )
         request = case_request(target_from(args), workload_from(args), shape, args.out.resolve())
+        if kube is not None and kube.dry_run:
+            return render_dry_run(dry_run([request], kube), as_json=args.json)
         options = case_options(args)
+        runner = run_case if kube is None else kube_runner(kube)
         if args.trials > 1:
-            outcome = run_trials(request, options, args.trials)
+            outcome = run_trials(request, options, args.trials, runner)
             cases, summaries = list(outcome.trials), outcome.summaries
         else:
-            cases, summaries = [run_and_save(request, options)], ()
+            cases, summaries = [run_and_save(request, options, runner)], ()
     except InferlabError as exc:
         return report_error(exc)
     case_plots(cases, args.out / "plots")

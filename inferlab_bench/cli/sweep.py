@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import argparse
 
+from inferlab_bench.case.stage import run_case
 from inferlab_bench.cli.caseflags import add_case_flags, case_options, target_from, workload_from
+from inferlab_bench.cli.kube_flags import add_kube_flags, kube_options, render_dry_run, split_urls
 from inferlab_bench.cli.outcome import exit_code, render_cases
 from inferlab_bench.cli.progress import stderr_progress
 from inferlab_bench.cli.render import report_error
 from inferlab_bench.errors import ConfigurationError, InferlabError
 from inferlab_bench.protocol import BenchLoadInput
+from inferlab_bench.runs.kube import dry_run, kube_runner
 from inferlab_bench.runs.requests import CaseShape, case_request, load_shape
-from inferlab_bench.runs.sweep import run_sweep
+from inferlab_bench.runs.sweep import run_sweep, sweep_requests
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("sweep", help="run a case at several concurrencies or rates")
+    parser = sub.add_parser(
+        "sweep", help="run a case at several concurrencies or rates", conflict_handler="resolve"
+    )
     load = parser.add_argument_group("load points (exactly one)")
     load.add_argument("--concurrency", help="comma-separated concurrencies, e.g. 1,4,16")
     load.add_argument("--rate", help="comma-separated request rates, e.g. 0.5,1,2")
@@ -23,6 +28,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--burstiness", type=float, help="gamma arrivals with this smoothness (with --rate)"
     )
     add_case_flags(parser)
+    add_kube_flags(parser)
     parser.set_defaults(handler=run)
 
 
@@ -45,11 +51,15 @@ def sweep_loads(args: argparse.Namespace) -> list[BenchLoadInput]:
 
 def run(args: argparse.Namespace) -> int:
     try:
+        kube = kube_options(args, split_urls(args))
         loads = sweep_loads(args)
         shape = CaseShape(
             loads[0], requests=args.requests, warmup=args.warmup, budget_seconds=args.budget
         )
         base = case_request(target_from(args), workload_from(args), shape, args.out.resolve())
+        if kube is not None and kube.dry_run:
+            requests = sweep_requests(base, loads, args.out.resolve())
+            return render_dry_run(dry_run(requests, kube), as_json=args.json)
         outcome = run_sweep(
             base,
             loads,
@@ -57,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
             args.out.resolve(),
             trials=args.trials,
             progress=stderr_progress(),
+            runner=run_case if kube is None else kube_runner(kube),
         )
     except InferlabError as exc:
         return report_error(exc)

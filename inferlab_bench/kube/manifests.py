@@ -26,6 +26,7 @@ API_VERSION = "aiperf.nvidia.com/v1alpha1"
 KIND = "AIPerfJob"
 POD_ARTIFACT_DIR = "/results"
 LABEL = "inferlab.dev/case"
+URL_STRATEGY = "round_robin"
 _LOAD_FIELDS = ("models", "endpoint", "datasets", "phases", "slos")
 
 
@@ -48,6 +49,9 @@ class KubeManifests:
     custom_resource: dict[str, Any]
     changes: tuple[Change, ...]
     population: PodPopulation | None
+    extra_urls: tuple[str, ...] = ()
+    config: dict[str, Any] | None = None
+    """The AIPerf config the pods run: the local one with ``changes`` applied."""
 
     def yaml(self) -> str:
         return yaml.safe_dump(self.custom_resource, sort_keys=False, allow_unicode=True)
@@ -71,6 +75,9 @@ def build_manifests(
     kube_config, changes = _pod_config(local_config, request, options, population)
     config = _validated(kube_config, "Kubernetes")
     spec = _crd_spec(config, options, name)
+    if options.workers is not None:
+        reason = "--workers: AIPerf's worker pods in total (a local run sizes its own)"
+        changes += (Change("benchmark.runtime.workers", None, options.workers, reason),)
     if population is not None:
         spec["podTemplate"] = _pod_template(population)
     custom_resource = {
@@ -79,7 +86,15 @@ def build_manifests(
         "metadata": {"name": name, "namespace": options.namespace, "labels": {LABEL: name}},
         "spec": spec,
     }
-    manifests = KubeManifests(name, options.namespace, custom_resource, changes, population)
+    manifests = KubeManifests(
+        name,
+        options.namespace,
+        custom_resource,
+        changes,
+        population,
+        options.extra_urls,
+        kube_config,
+    )
     _check_same_load(local_config, manifests)
     return manifests
 
@@ -108,7 +123,9 @@ def load_settings(config: Any) -> dict[str, Any]:
     settings = {key: benchmark.get(key) for key in _LOAD_FIELDS}
     endpoint = settings["endpoint"]
     if isinstance(endpoint, dict):
-        endpoint.pop("resetKvCache", None)
+        # Where the load goes is compared on its own (pod_urls); how much load is compared here.
+        for key in ("resetKvCache", "urls", "urlStrategy"):
+            endpoint.pop(key, None)
     for dataset in settings["datasets"] or []:
         dataset.pop("path", None)
     settings["randomSeed"] = config.random_seed
@@ -134,20 +151,50 @@ def _pod_config(
 ) -> tuple[dict[str, Any], tuple[Change, ...]]:
     config = copy.deepcopy(local_config)
     benchmark = config.setdefault("benchmark", {})
-    changes = [_set(benchmark, ("artifacts", "dir"), POD_ARTIFACT_DIR, "AIPerf's pods write to /results")]
+    changes = [
+        _set(benchmark, ("artifacts", "dir"), POD_ARTIFACT_DIR, "AIPerf's pods write to /results")
+    ]
     if population is not None:
         changes += _move_dataset(benchmark, population.path)
     changes += _tokenizer(benchmark, request, options)
     endpoint = benchmark.get("endpoint", {})
     if isinstance(endpoint, dict):
+        changes += _urls(endpoint, options)
         for key in ("reset_kv_cache", "resetKvCache"):
             if key in endpoint:
-                changes.append(Change(
-                    f"benchmark.endpoint.{key}", endpoint.pop(key), None,
-                    "AIPerf 0.13.0 fires reset_kv_cache only in `aiperf profile`, never in its "
-                    "pods; the client resets each server itself just before submitting",
-                ))
+                changes.append(
+                    Change(
+                        f"benchmark.endpoint.{key}",
+                        endpoint.pop(key),
+                        None,
+                        "AIPerf 0.13.0 fires reset_kv_cache only in `aiperf profile`, never in its "
+                        "pods; the client resets each server itself just before submitting",
+                    )
+                )
     return config, tuple(changes)
+
+
+def pod_urls(request: BenchClientRequest, options: KubeOptions) -> list[str]:
+    """Every server URL the pods send to: the request's endpoint first, then ``--url`` extras."""
+    return [request.endpoint.base_url, *options.extra_urls]
+
+
+def _urls(endpoint: dict[str, Any], options: KubeOptions) -> list[Change]:
+    if not options.extra_urls:
+        return []
+    local = endpoint.pop("url", None) or endpoint.pop("urls", None)
+    first = local[0] if isinstance(local, list) else local
+    urls = [first, *options.extra_urls]
+    endpoint["urls"] = urls
+    endpoint["urlStrategy"] = URL_STRATEGY
+    return [
+        Change(
+            "benchmark.endpoint.urls",
+            local,
+            urls,
+            f"--url repeated: replicas without a load balancer, {URL_STRATEGY} by AIPerf",
+        )
+    ]
 
 
 def _move_dataset(benchmark: dict[str, Any], path: str) -> list[Change]:
@@ -170,12 +217,18 @@ def _tokenizer(
     local = tokenizer.get("name", request.model.locator)
     if options.tokenizer is not None:
         tokenizer["name"] = options.tokenizer
-        return [Change("benchmark.tokenizer.name", local, options.tokenizer,
-                       "--tokenizer: the name the pods load it by")]
+        return [
+            Change(
+                "benchmark.tokenizer.name",
+                local,
+                options.tokenizer,
+                "--pod-tokenizer: the name the pods load it by",
+            )
+        ]
     if isinstance(local, str) and local.startswith(("/", "./", "~")):
         raise ConfigurationError(
             f"tokenizer {local!r} is a path on this machine; AIPerf's pods cannot read it",
-            hint="pass --tokenizer with a Hugging Face id (or a path inside the AIPerf image)",
+            hint="pass --pod-tokenizer with a Hugging Face id (or a path inside the AIPerf image)",
         )
     return []
 
@@ -193,7 +246,7 @@ def _validated(config: dict[str, Any], which: str) -> Any:
     from aiperf.config import AIPerfConfig
 
     try:
-        return AIPerfConfig.model_validate(config)
+        return AIPerfConfig.model_validate(copy.deepcopy(config))
     except ValidationError as exc:
         raise ConfigurationError(
             f"{which} AIPerf config rejected by AIPerf: {describe_validation_error(exc)}"
@@ -224,12 +277,24 @@ def _pod_template(population: PodPopulation) -> dict[str, Any]:
 
 def _check_same_load(local_config: dict[str, Any], manifests: KubeManifests) -> None:
     # The operator reads spec.benchmark back with AIPerf's converter; read it the same way.
-    from aiperf.kubernetes.spec_converter import extract_benchmark_config
-
     local = load_settings(parse_config(local_config))
-    kube = load_settings(extract_benchmark_config(copy.deepcopy(manifests.custom_resource["spec"])))
+    kube_config = pod_config(manifests)
+    kube = load_settings(kube_config)
     if local != kube:
         differing = sorted(k for k in local if local[k] != kube.get(k))
         raise InferlabError(
             f"internal: the AIPerfJob would not carry the local load settings ({differing})"
         )
+    expected = [*parse_config(local_config).benchmark.endpoint.urls, *manifests.extra_urls]
+    if list(kube_config.benchmark.endpoint.urls) != expected:
+        raise InferlabError(
+            f"internal: the AIPerfJob sends to {kube_config.benchmark.endpoint.urls}, "
+            f"expected {expected}"
+        )
+
+
+def pod_config(manifests: KubeManifests) -> Any:
+    """The ``AIPerfConfig`` the operator reads from the CR (AIPerf's own spec converter)."""
+    from aiperf.kubernetes.spec_converter import extract_benchmark_config
+
+    return extract_benchmark_config(copy.deepcopy(manifests.custom_resource["spec"]))

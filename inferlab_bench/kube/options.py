@@ -1,4 +1,4 @@
-"""How a case runs on Kubernetes: namespace, workers, operator or raw manifests, population delivery."""
+"""How a case runs on Kubernetes: namespace, workers, operator or raw manifests, population."""
 
 from __future__ import annotations
 
@@ -25,6 +25,9 @@ class KubeOptions:
     image: str = DEFAULT_IMAGE
     population: PopulationDelivery | None = None
     tokenizer: str | None = None
+    """The tokenizer name the pods load (``--pod-tokenizer``); None = the request's locator."""
+    extra_urls: tuple[str, ...] = ()
+    """Further replicas of the server (``--url`` repeated), spread by AIPerf's url_strategy."""
     name: str | None = None
     poll_seconds: float = 5.0
     kubeconfig: Path | None = None
@@ -49,3 +52,8 @@ class KubeOptions:
             raise ConfigurationError(f"poll interval must be positive, found {self.poll_seconds}")
         if self.population is not None:
             check_delivery(self.population)
+        for url in self.extra_urls:
+            if not url.startswith(("http://", "https://")):
+                raise ConfigurationError(
+                    f"--url {url!r}: expected http://HOST:PORT (every --url after the first)"
+                )

@@ -26,8 +26,9 @@ INIT_CONTAINER_NAME = "inferlab-population-check"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
-# Runs in the AIPerf image (it has python3). Fetches when a URL is given, then hashes the file
-# in 1 MiB chunks; a mismatch or a failed fetch exits 1 and the pod never starts its services.
+# Runs in the AIPerf image (AIPerf's own results sidecar runs `python -m ...` there). Fetches
+# when a URL is given, then hashes the file in 1 MiB chunks; a mismatch or a failed fetch
+# exits 1 and the pod never starts its services.
 CHECK_SCRIPT = """\
 import hashlib, os, sys, urllib.request
 path = os.environ["INFERLAB_POPULATION_PATH"]
@@ -45,7 +46,8 @@ with open(path, "rb") as handle:
         digest.update(chunk)
 actual = digest.hexdigest()
 if actual != expected:
-    sys.stderr.write(f"inferlab population {path}: sha256 mismatch, expected {expected}, got {actual}\\n")
+    sys.stderr.write(f"inferlab population {path}: sha256 mismatch, "
+                     f"expected {expected}, got {actual}\\n")
     sys.exit(1)
 print(f"inferlab population {path}: sha256 {actual} verified")
 """
@@ -126,7 +128,7 @@ def pod_population(delivery: PopulationDelivery, sha256: str, image: str) -> Pod
     init = {
         "name": INIT_CONTAINER_NAME,
         "image": image,
-        "command": ["python3", "-c", CHECK_SCRIPT],
+        "command": ["python", "-c", CHECK_SCRIPT],
         "env": env,
         "volumeMounts": [init_mount],
     }

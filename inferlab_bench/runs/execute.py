@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,9 @@ from inferlab_bench.report.rundir import (
     load_case,
 )
 
+CaseRunner = Callable[[BenchClientRequest, CaseOptions], BenchClientResult]
+"""How a case runs: ``run_case`` here, or on Kubernetes (``runs.kube.kube_runner``)."""
+
 _MS_METRICS = {
     "time_to_first_token": "ttft_ms",
     "inter_token_latency": "tpot_ms",
@@ -28,12 +32,14 @@ _MS_METRICS = {
 }
 
 
-def run_and_save(request: BenchClientRequest, options: CaseOptions) -> SavedCase:
+def run_and_save(
+    request: BenchClientRequest, options: CaseOptions, runner: CaseRunner = run_case
+) -> SavedCase:
     """Run the case into ``request.artifact_dir`` and save its request and result there."""
     directory = request.artifact_dir
     directory.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(directory / REQUEST_FILE, dump_json(request))
-    result = run_case(request, options)
+    result = runner(request, options)
     write_bytes_atomic(directory / RESULT_FILE, dump_json(result))
     export_records(directory, result)
     return load_case(directory)

@@ -9,13 +9,13 @@ from pathlib import Path
 import orjson
 
 from inferlab_bench.atomic import write_bytes_atomic
-from inferlab_bench.case.stage import CaseOptions
+from inferlab_bench.case.stage import CaseOptions, run_case
 from inferlab_bench.progress import NULL_PROGRESS, ProgressSink
 from inferlab_bench.protocol import BenchClientRequest, BenchLoadInput
 from inferlab_bench.report.figures import case_plots
 from inferlab_bench.report.rundir import SWEEP_FILE, SavedCase
 from inferlab_bench.report.tables import load_label
-from inferlab_bench.runs.execute import run_and_save
+from inferlab_bench.runs.execute import CaseRunner, run_and_save
 from inferlab_bench.runs.trials import run_trials
 
 
@@ -39,6 +39,21 @@ def load_label_for_dir(load: BenchLoadInput) -> str:
     return "unbounded"
 
 
+def sweep_requests(
+    base: BenchClientRequest, loads: Sequence[BenchLoadInput], root: Path
+) -> list[BenchClientRequest]:
+    """``base`` at every load, each with its own directory under ``root``."""
+    return [
+        base.model_copy(
+            update={
+                "artifact_dir": case_dir(root, index, load),
+                "case": base.case.model_copy(update={"load_shape": load}),
+            }
+        )
+        for index, load in enumerate(loads, 1)
+    ]
+
+
 def run_sweep(
     base: BenchClientRequest,
     loads: Sequence[BenchLoadInput],
@@ -46,21 +61,16 @@ def run_sweep(
     root: Path,
     trials: int = 1,
     progress: ProgressSink = NULL_PROGRESS,
+    runner: CaseRunner = run_case,
 ) -> SweepOutcome:
     """Run ``base`` at every load in order (each in its own directory) and plot the sweep."""
     cases = []
     progress.begin(f"sweep of {len(loads)} cases", len(loads), unit="cases")
-    for index, load in enumerate(loads, 1):
-        request = base.model_copy(
-            update={
-                "artifact_dir": case_dir(root, index, load),
-                "case": base.case.model_copy(update={"load_shape": load}),
-            }
-        )
+    for request in sweep_requests(base, loads, root):
         if trials > 1:
-            cases.append(run_trials(request, options, trials).trials[0])
+            cases.append(run_trials(request, options, trials, runner).trials[0])
         else:
-            cases.append(run_and_save(request, options))
+            cases.append(run_and_save(request, options, runner))
         progress.advance()
     progress.end()
     write_bytes_atomic(root / SWEEP_FILE, _index(cases))
