@@ -35,7 +35,7 @@ SCHEMA = pa.schema(
         ("payload", pa.binary()),
     ]
 )
-_CHUNK = 256
+_CHUNK = 1024
 
 
 @dataclass(frozen=True)
@@ -88,20 +88,13 @@ def build_table(
     workers: int | None = None,
 ) -> pa.Table:
     """Rows for every record, in file order; structural rejects never reach the tokenizer."""
+    spans = [range(i, min(i + _CHUNK, len(records))) for i in range(0, len(records), _CHUNK)]
     rows: list[Row] = []
-    valid: list[Conversation] = []
-    for index, record in enumerate(records):
-        parsed = parse_conversation(index, record)
-        if isinstance(parsed, Reason):
-            rows.append(Row(index, source_id(index, record), parsed.value))
-        else:
-            valid.append(parsed)
-    progress.begin("tokenizing conversations", len(valid), unit="conversations")
-    for chunk in _evaluate_all(valid, tok, max_input, workers):
+    progress.begin("tokenizing conversations", len(records), unit="conversations")
+    for chunk in _evaluate_all(records, spans, tok, max_input, workers):
         rows.extend(chunk)
         progress.advance(len(chunk))
     progress.end()
-    rows.sort(key=lambda r: r.index)
     return pa.Table.from_pylist([r.__dict__ for r in rows], schema=SCHEMA)
 
 
@@ -109,36 +102,55 @@ _WORKER: dict[str, Any] = {}
 
 
 def _evaluate_all(
-    valid: list[Conversation], tok: ChatTokenizer, max_input: int, workers: int | None
+    records: Sequence[Any],
+    spans: list[range],
+    tok: ChatTokenizer,
+    max_input: int,
+    workers: int | None,
 ) -> Iterator[list[Row]]:
-    chunks = [valid[i : i + _CHUNK] for i in range(0, len(valid), _CHUNK)]
+    """Chunks of rows in file order. Forked workers inherit the records and the loaded
+    tokenizer, so only index ranges go to them and only rows come back."""
     count = workers or min(len(os.sched_getaffinity(0)), 8)
-    if count <= 1 or len(chunks) <= 1:
-        for chunk in chunks:
-            yield _evaluate_chunk_with(tok, max_input, chunk)
+    if count <= 1 or len(spans) <= 1:
+        for span in spans:
+            yield _evaluate_span(records, tok, max_input, span)
         return
-    _WORKER.update(tok=tok, max_input=max_input)  # inherited by the forked workers
+    _WORKER.update(records=records, tok=tok, max_input=max_input)
     context = multiprocessing.get_context("fork")
-    with context.Pool(count, initializer=_quiet_tokenizers) as pool:
-        yield from pool.imap(_evaluate_chunk, chunks)
-    _WORKER.clear()
+    try:
+        with context.Pool(count, initializer=_quiet_tokenizers) as pool:
+            yield from pool.imap(_evaluate_inherited, spans)
+    finally:
+        _WORKER.clear()
 
 
 def _quiet_tokenizers() -> None:
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
 
-def _evaluate_chunk(chunk: list[Conversation]) -> list[Row]:
-    return _evaluate_chunk_with(_WORKER["tok"], _WORKER["max_input"], chunk)
+def _evaluate_inherited(span: range) -> list[Row]:
+    return _evaluate_span(_WORKER["records"], _WORKER["tok"], _WORKER["max_input"], span)
 
 
-def _evaluate_chunk_with(
-    tok: ChatTokenizer, max_input: int, chunk: list[Conversation]
+def _evaluate_span(
+    records: Sequence[Any], tok: ChatTokenizer, max_input: int, span: range
 ) -> list[Row]:
-    """Inputs one conversation at a time; then every target of the chunk in one batch."""
+    """Rows of ``records[span]``: inputs one conversation at a time, then every target of
+    the span in one batch."""
+    rows: dict[int, Row] = {}
+    fitting: list[tuple[Conversation, Choice]] = []
     rate = TokenRate()
-    choices = [choose(c, PrefixCounter(tok, rate), max_input) for c in chunk]
-    fitting = [(c, x) for c, x in zip(chunk, choices, strict=True) if isinstance(x, Choice)]
+    for index in span:
+        parsed = parse_conversation(index, records[index])
+        if isinstance(parsed, Reason):
+            rows[index] = Row(index, source_id(index, records[index]), parsed.value)
+            continue
+        outcome = choose(parsed, PrefixCounter(tok, rate), max_input)
+        if isinstance(outcome, Row):
+            rows[index] = outcome
+        else:
+            fitting.append((parsed, outcome))
     counts = tok.count_texts([c.messages[x.end][1] for c, x in fitting])
-    rows = {c.index: with_target(c, x, n) for (c, x), n in zip(fitting, counts, strict=True)}
-    return [x if isinstance(x, Row) else rows[c.index] for c, x in zip(chunk, choices, strict=True)]
+    for (conversation, choice), count in zip(fitting, counts, strict=True):
+        rows[conversation.index] = with_target(conversation, choice, count)
+    return [rows[index] for index in span]
