@@ -213,7 +213,8 @@ def run_job(
     log_path: Path | None = None,
 ) -> JobOutcome:
     """Submit the job, wait for a terminal phase, cancel on deadline or SIGTERM/SIGINT, then
-    fetch the results (retried until the deadline: the operator harvests them after the end)."""
+    fetch the results (for a completed job retried until the deadline: the operator harvests
+    them after the end)."""
     log = _Log(path=log_path)
     submit: CommandRun | None = None
     stopped_by: str | None = None
@@ -229,7 +230,9 @@ def run_job(
         stopped_by = stopped_by or "deadline"
         log.add(run_command(cancel_command(name, options), _CANCEL_TIMEOUT))
         phase = "Cancelled"
-    fetched = _fetch_results(name, results_dir, deadline, options, log, retry=stopped_by is None)
+    # Only a completed job's results are worth waiting for; others are fetched once.
+    retry = phase == "Completed" and stopped_by is None
+    fetched = _fetch_results(name, results_dir, deadline, options, log, retry=retry)
     return JobOutcome(phase, stopped_by, fetched, tuple(log.commands), submit)
 
 

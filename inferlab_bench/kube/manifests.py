@@ -54,7 +54,8 @@ class KubeManifests:
     """The AIPerf config the pods run: the local one with ``changes`` applied."""
 
     def yaml(self) -> str:
-        return yaml.safe_dump(self.custom_resource, sort_keys=False, allow_unicode=True)
+        text: str = yaml.safe_dump(self.custom_resource, sort_keys=False, allow_unicode=True)
+        return text
 
 
 def job_name(request: BenchClientRequest, salt: str = "") -> str:

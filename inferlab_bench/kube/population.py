@@ -112,7 +112,7 @@ def pod_population(delivery: PopulationDelivery, sha256: str, image: str) -> Pod
         path = f"{MOUNT_DIR}/population.jsonl"
         volume: dict[str, Any] = {"name": VOLUME_NAME, "emptyDir": {}}
         env = [{"name": "INFERLAB_POPULATION_URL", "value": delivery.url}]
-        init_mount = {"name": VOLUME_NAME, "mountPath": MOUNT_DIR}
+        init_mount: dict[str, Any] = {"name": VOLUME_NAME, "mountPath": MOUNT_DIR}
     else:
         path = f"{MOUNT_DIR}/{delivery.sub_path}"
         volume = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ import yaml
 
 from inferlab_bench.cli import main
 from inferlab_bench.kube.population import INIT_CONTAINER_NAME
-from tests.case.support import write_population
+from tests.case.support import population_line
 from tests.protocol.examples import prep_request
 
 SERVER = "http://vllm.serving.svc:8000"
@@ -63,28 +64,31 @@ def test_sweep_dry_run_writes_one_job_per_point_with_the_population_check(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "pop").mkdir()
-    population = write_population(tmp_path / "pop" / "population.jsonl", [8] * 30)
+    data = b"".join(population_line(i, 8) + b"\n" for i in range(30))
+    (tmp_path / "pop" / "population.jsonl").write_bytes(data)
+    population = {"path": str(tmp_path / "pop" / "population.jsonl")}
+    population["sha256"] = hashlib.sha256(data).hexdigest()
     (tmp_path / "pop" / "prepare-request.json").write_bytes(orjson.dumps(prep_request()))
     out = tmp_path / "sweep"
     code, stdout, err = in_process(
         capsys, "sweep", "--engine", "kube", "--namespace", "bench", "--dry-run",
-        "--no-operator", "--population", population["path"],
-        "--population-pvc", "pops:population.jsonl", "--json",
-        *base(out, "--rate", "1,2"),
+        "--population", population["path"], "--population-pvc", "pops:population.jsonl",
+        "--json", *base(out, "--rate", "1,2"),
     )  # fmt: skip
     assert code == 0, err
     cases = orjson.loads(stdout)["cases"]
     assert [Path(c["directory"]).name for c in cases] == ["01-rate1", "02-rate2"]
+    rates = []
     for case in cases:
-        raw = Path(case["directory"]) / "kube" / "manifests.yaml"
-        assert str(raw) in case["manifests"]
-        docs = [d for d in yaml.safe_load_all(raw.read_text()) if d]
-        jobset = next(d for d in docs if d["kind"] == "JobSet")
-        controller = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
-        (init,) = controller["initContainers"]
+        cr = Path(case["directory"]) / "kube" / "aiperfjob.yaml"
+        assert str(cr) in case["manifests"]
+        spec = yaml.safe_load(cr.read_text())["spec"]
+        rates.append(spec["benchmark"]["phases"][0]["rate"])
+        (init,) = spec["podTemplate"]["initContainers"]
         env = {e["name"]: e["value"] for e in init["env"]}
         assert init["name"] == INIT_CONTAINER_NAME
         assert env["INFERLAB_POPULATION_SHA256"] == population["sha256"]
+    assert rates == [1.0, 2.0]
 
 
 @pytest.mark.parametrize(

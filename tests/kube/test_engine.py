@@ -61,10 +61,18 @@ def test_completed_job_fetches_results_and_never_cancels(tmp_path: Path) -> None
 
 
 def test_failed_job_is_reported_as_failed(tmp_path: Path) -> None:
-    cluster = fake_cluster(tmp_path / "bin", phases=["Running", "Failed"])
+    cluster = fake_cluster(tmp_path / "bin", phases=["Running", "Failed"], results_exit=1)
     outcome = run(cluster, tmp_path)
-    assert (outcome.phase, outcome.stopped_by) == ("Failed", None)
+    assert (outcome.phase, outcome.stopped_by, outcome.results_fetched) == ("Failed", None, False)
     assert "aiperf cancel" not in cluster.commands()
+    assert cluster.commands().count("aiperf results") == 1
+
+
+def test_results_of_a_completed_job_are_retried_until_the_budget_ends(tmp_path: Path) -> None:
+    cluster = fake_cluster(tmp_path / "bin", phases=["Completed"], results_exit=1)
+    outcome = run(cluster, tmp_path, budget=1.0)
+    assert (outcome.phase, outcome.results_fetched) == ("Completed", False)
+    assert cluster.commands().count("aiperf results") > 1
 
 
 def test_deadline_cancels_the_job_through_aiperf(tmp_path: Path) -> None:
