@@ -30,7 +30,13 @@ from inferlab_bench.runs.requests import Target, Workload, slo_input
 
 def add_case_flags(parser: argparse.ArgumentParser) -> None:
     target = parser.add_argument_group("server")
-    target.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:8000")
+    target.add_argument(
+        "--url",
+        action="append",
+        required=True,
+        help="server base URL, e.g. http://127.0.0.1:8000; repeat it (--engine kube) for "
+        "replicas without a load balancer, spread round-robin by AIPerf",
+    )
     target.add_argument("--model", required=True, help="served model name")
     target.add_argument(
         "--tokenizer", required=True, help="local tokenizer directory (model locator)"

@@ -30,18 +30,7 @@ _KUBE_ONLY = {
 
 
 def add_kube_flags(parser: argparse.ArgumentParser) -> None:
-    """The engine choice and its Kubernetes settings; makes ``--url`` repeatable.
-
-    The parser must be made with ``conflict_handler="resolve"`` so that ``--url`` here
-    replaces the single-valued one of ``add_case_flags``.
-    """
-    parser.add_argument(
-        "--url",
-        action="append",
-        required=True,
-        help="server base URL, e.g. http://127.0.0.1:8000; repeat it (--engine kube) for "
-        "replicas without a load balancer, spread round-robin by AIPerf",
-    )
+    """The engine choice and its Kubernetes settings."""
     kube = parser.add_argument_group("engine (docs/kube.md)")
     kube.add_argument("--engine", choices=ENGINES, default="local", help="where AIPerf runs")
     kube.add_argument("--namespace", help="Kubernetes namespace of the AIPerfJob (kube)")

@@ -143,12 +143,12 @@ def _render(result: BenchDatasetPreparationResult, note: str, *, as_json: bool) 
         )
         if result.input_tokens and result.output_tokens:
             print(
-                f"input tokens  min {result.input_tokens.minimum} mean {result.input_tokens.mean:.1f} "
-                f"max {result.input_tokens.maximum}"
+                f"input tokens  min {result.input_tokens.minimum} "
+                f"mean {result.input_tokens.mean:.1f} max {result.input_tokens.maximum}"
             )
             print(
-                f"output tokens min {result.output_tokens.minimum} mean {result.output_tokens.mean:.1f} "
-                f"max {result.output_tokens.maximum}"
+                f"output tokens min {result.output_tokens.minimum} "
+                f"mean {result.output_tokens.mean:.1f} max {result.output_tokens.maximum}"
             )
         print(
             f"population: {result.population.path} ({result.population.entries} entries, "

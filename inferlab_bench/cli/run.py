@@ -18,9 +18,7 @@ from inferlab_bench.runs.trials import run_trials
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser(
-        "run", help="run one case against a server (human flags)", conflict_handler="resolve"
-    )
+    parser = sub.add_parser("run", help="run one case against a server (human flags)")
     load = parser.add_argument_group("load (exactly one)")
     load.add_argument("--concurrency", type=int, help="fixed number of in-flight requests")
     load.add_argument("--rate", type=float, help="request rate per second (poisson)")

@@ -18,9 +18,7 @@ from inferlab_bench.runs.sweep import run_sweep, sweep_requests
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser(
-        "sweep", help="run a case at several concurrencies or rates", conflict_handler="resolve"
-    )
+    parser = sub.add_parser("sweep", help="run a case at several concurrencies or rates")
     load = parser.add_argument_group("load points (exactly one)")
     load.add_argument("--concurrency", help="comma-separated concurrencies, e.g. 1,4,16")
     load.add_argument("--rate", help="comma-separated request rates, e.g. 0.5,1,2")
