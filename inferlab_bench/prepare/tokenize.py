@@ -76,8 +76,6 @@ class ChatTokenizer:
         """Exact token counts of already-rendered texts (no special tokens added), batched."""
         if not texts:
             return []
-        if self._backend is not None and len(texts) == 1:  # a batch call costs more for one
-            return [len(self._backend.encode(texts[0], add_special_tokens=False))]
         if self._encode is not None:
             return [len(encoding) for encoding in self._encode(list(texts), False)]
         return [len(self._tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
