@@ -89,13 +89,13 @@ def build_table(
 ) -> pa.Table:
     """Rows for every record, in file order; structural rejects never reach the tokenizer."""
     spans = [range(i, min(i + _CHUNK, len(records))) for i in range(0, len(records), _CHUNK)]
-    rows: list[Row] = []
+    batches: list[pa.RecordBatch] = []
     progress.begin("tokenizing conversations", len(records), unit="conversations")
-    for chunk in _evaluate_all(records, spans, tok, max_input, workers):
-        rows.extend(chunk)
-        progress.advance(len(chunk))
+    for batch in _evaluate_all(records, spans, tok, max_input, workers):
+        batches.append(batch)
+        progress.advance(batch.num_rows)
     progress.end()
-    return pa.Table.from_pylist([r.__dict__ for r in rows], schema=SCHEMA)
+    return pa.Table.from_batches(batches, schema=SCHEMA)
 
 
 _WORKER: dict[str, Any] = {}
@@ -107,9 +107,10 @@ def _evaluate_all(
     tok: ChatTokenizer,
     max_input: int,
     workers: int | None,
-) -> Iterator[list[Row]]:
-    """Chunks of rows in file order. Forked workers inherit the records and the loaded
-    tokenizer, so only index ranges go to them and only rows come back."""
+) -> Iterator[pa.RecordBatch]:
+    """Batches of rows in file order. Forked workers inherit the records and the loaded
+    tokenizer, so only index ranges go to them and only Arrow batches come back (built
+    there, in parallel, and cheap to pickle)."""
     count = workers or min(len(os.sched_getaffinity(0)), 8)
     if count <= 1 or len(spans) <= 1:
         for span in spans:
@@ -128,13 +129,13 @@ def _quiet_tokenizers() -> None:
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
 
-def _evaluate_inherited(span: range) -> list[Row]:
+def _evaluate_inherited(span: range) -> pa.RecordBatch:
     return _evaluate_span(_WORKER["records"], _WORKER["tok"], _WORKER["max_input"], span)
 
 
 def _evaluate_span(
     records: Sequence[Any], tok: ChatTokenizer, max_input: int, span: range
-) -> list[Row]:
+) -> pa.RecordBatch:
     """Rows of ``records[span]``: inputs one conversation at a time, then every target of
     the span in one batch."""
     rows: dict[int, Row] = {}
@@ -153,4 +154,4 @@ def _evaluate_span(
     counts = tok.count_texts([c.messages[x.end][1] for c, x in fitting])
     for (conversation, choice), count in zip(fitting, counts, strict=True):
         rows[conversation.index] = with_target(conversation, choice, count)
-    return [rows[index] for index in span]
+    return pa.RecordBatch.from_pylist([rows[index].__dict__ for index in span], schema=SCHEMA)
