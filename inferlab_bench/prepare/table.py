@@ -116,6 +116,7 @@ def _evaluate_all(
         for span in spans:
             yield _evaluate_span(records, tok, max_input, span)
         return
+    tok.ready()
     _WORKER.update(records=records, tok=tok, max_input=max_input)
     context = multiprocessing.get_context("fork")
     try:

@@ -6,6 +6,7 @@ import functools
 import hashlib
 import math
 import re
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,10 +38,28 @@ class ChatTokenizer:
     """A model tokenizer as preparation uses it: exact chat-template token counts, plus a
     cheap, provable lower bound where the tokenizer's structure allows one."""
 
+    _tok: Any
+    _backend: Any
+    _splitter: re.Pattern[str] | None
+    _bound: _ByteBound | None
+    _encode: Any
+    _plans: _Plans | None
+
     def __init__(self, locator: str, template_kwargs: Mapping[str, Any] | None = None) -> None:
+        """Starts loading on a background thread, so that loading overlaps whatever the
+        caller does next (reading the dataset); the first use waits for it, and a load
+        failure is raised there."""
         self.locator = locator
         self.template_kwargs = dict(template_kwargs or {})
-        self._tok = _load(locator)
+        self._loading: _Background | None = _Background(lambda: _load(locator))
+
+    def ready(self) -> None:
+        """Wait for the load. Call before forking, so that children inherit a loaded
+        tokenizer and no thread in the middle of an import."""
+        if self._loading is None:
+            return
+        loading, self._loading = self._loading, None
+        self._tok = loading.result()
         self._backend = getattr(self._tok, "backend_tokenizer", None)
         added = _plain_added_tokens(self._tok, self._backend)
         self._splitter = None if added is None else _splitter(added)
@@ -54,6 +73,7 @@ class ChatTokenizer:
         Most renders come from a plan made once per message shape (see ``_Plans``); the
         first use of each plan is checked against a real render.
         """
+        self.ready()
         if self._plans is None:
             return self._render(messages)
         text = self._plans.text(messages)
@@ -76,6 +96,7 @@ class ChatTokenizer:
 
     def count_texts(self, texts: Sequence[str]) -> list[int]:
         """Exact token counts of already-rendered texts (no special tokens added), batched."""
+        self.ready()
         if not texts:
             return []
         if self._encode is not None:
@@ -85,6 +106,7 @@ class ChatTokenizer:
     def lower_bound(self, segment: str, room: int) -> int:
         """A number never above the segment's count; 0 when no bound is provable or when
         the bound could not exceed ``room`` anyway (then it is not worth computing)."""
+        self.ready()
         if self._bound is None:
             return 0
         return self._bound.of(segment, room)
@@ -98,10 +120,33 @@ class ChatTokenizer:
         in ways we do not mirror (normalized, stripping, single-word), or it truncates or
         pads, or there is no fast backend.
         """
+        self.ready()
         if self._splitter is None:
             return None
         pieces = self._splitter.split(text)
         return [p for p in pieces if p], len(pieces) - 1
+
+
+class _Background:
+    """One call on a daemon thread; ``result`` waits for it and re-raises its error."""
+
+    def __init__(self, call: Callable[[], Any]) -> None:
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(call,), daemon=True)
+        self._thread.start()
+
+    def _run(self, call: Callable[[], Any]) -> None:
+        try:
+            self._value = call()
+        except BaseException as exc:  # handed to whoever waits for the result
+            self._error = exc
+
+    def result(self) -> Any:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def fingerprint(locator: str) -> str:

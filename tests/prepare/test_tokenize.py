@@ -170,6 +170,7 @@ def test_qwen_renders_equal_the_template(qwen: tuple[ChatTokenizer, Any]) -> Non
 
 def test_a_plan_that_disagrees_with_a_real_render_turns_plans_off(word_tokenizer: str) -> None:
     ours = ChatTokenizer(word_tokenizer)
+    ours.ready()
     plans = ours._plans
     assert plans is not None
     messages = [{"role": "user", "content": "a b"}]
@@ -191,7 +192,9 @@ def test_plans_serve_only_contents_that_take_the_probed_path(
 ) -> None:
     """Escaped, stripped or measured contents get no plan; 'branches' plans the 5 contents
     that are non-empty, not 'secret' and not '!' commands, like the probes."""
-    plans = ChatTokenizer(template_tokenizer(INSPECTING_TEMPLATES[name]))._plans
+    tok = ChatTokenizer(template_tokenizer(INSPECTING_TEMPLATES[name]))
+    tok.ready()
+    plans = tok._plans
     assert plans is not None
     shape = ["user"] if name == "shape" else ["user", "assistant", "user"]
     served = [plans.text([{"role": r, "content": c} for r in shape]) for c in CONTENTS]
