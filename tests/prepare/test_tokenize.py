@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from transformers import AutoTokenizer
 
+from inferlab_bench.errors import TokenizerError
 from inferlab_bench.prepare.tokenize import ChatTokenizer, PrefixCounter, _Plan
 from tests.prepare.conftest import QWEN_DIR
 
@@ -199,3 +200,19 @@ def test_plans_serve_only_contents_that_take_the_probed_path(
     shape = ["user"] if name == "shape" else ["user", "assistant", "user"]
     served = [plans.text([{"role": r, "content": c} for r in shape]) for c in CONTENTS]
     assert sum(text is not None for text in served) == planned
+
+
+def test_bound_sees_bytes_after_normalization(qwen: tuple[ChatTokenizer, Any]) -> None:
+    ours, _ = qwen
+    decomposed = "e\u0301" * 50_000  # NFC composes each pair: 3 bytes become 2
+    bound = ours.lower_bound(decomposed, 100)
+    unnormalized = ours.lower_bound(decomposed.replace("e", "f"), 100)  # nothing to compose
+    assert 0 < bound < unnormalized and bound * 3 == pytest.approx(unnormalized * 2, abs=3)
+    assert bound <= ours.count_texts([decomposed])[0]
+
+
+def test_a_load_failure_is_raised_at_first_use(tmp_path: Path) -> None:
+    (tmp_path / "tokenizer_config.json").write_text("{not json")
+    tok = ChatTokenizer(str(tmp_path))  # loading runs in the background
+    with pytest.raises(TokenizerError, match="cannot load a tokenizer"):
+        tok.count_texts(["a"])
