@@ -53,7 +53,8 @@ def parse_conversation(index: int, record: Any) -> Conversation | Reason:
         return Reason.INVALID_CONVERSATION
     messages = []
     for position, turn in enumerate(turns):
-        role = ROLE_MAP.get(turn.get("from")) if isinstance(turn, Mapping) else None
+        speaker = turn.get("from") if isinstance(turn, Mapping) else None
+        role = ROLE_MAP.get(speaker) if isinstance(speaker, str) else None  # lists: unhashable
         value = turn.get("value") if isinstance(turn, Mapping) else None
         expected = "user" if position % 2 == 0 else "assistant"
         if role != expected or not isinstance(value, str):

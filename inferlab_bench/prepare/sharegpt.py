@@ -1,23 +1,65 @@
-"""Reading ShareGPT records: a JSON array (the catalogued file) or JSONL of the same records."""
+"""Reading ShareGPT records: a JSON array (the catalogued file) or JSONL of the same records.
+
+The file's bytes are read once and kept; each record is parsed when it is read (see
+``spans``), so memory stays near the file's size instead of three times it.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import orjson
 
 from inferlab_bench.errors import DatasetError
+from inferlab_bench.prepare.spans import SpanError, Spans, array_spans, line_spans
 
 SourceFormat = Literal["json-array", "jsonl"]
+
+
+class Records(Sequence[Any]):
+    """The records of one source file in file order, each parsed when it is read."""
+
+    def __init__(self, path: Path, data: bytes, spans: Spans) -> None:
+        self._path = path
+        self._data = data
+        self._view = memoryview(data)
+        self._spans = spans
+
+    def __len__(self) -> int:
+        return len(self._spans)
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        start, end = int(self._spans.starts[index]), int(self._spans.ends[index])
+        try:
+            return orjson.loads(self._view[start:end])
+        except orjson.JSONDecodeError as exc:
+            raise DatasetError(
+                f"{self._path}: {self._where(index)} is not valid JSON ({exc}); "
+                "the file is corrupt or not ShareGPT"
+            ) from exc
+
+    def _where(self, index: int) -> str:
+        if self._spans.lines is not None:
+            return f"line {int(self._spans.lines[index])}"
+        return f"record {index} (byte {int(self._spans.starts[index])})"
 
 
 @dataclass(frozen=True)
 class SourceRecords:
     """The records of one source file, in file order, and which format was read."""
 
-    records: list[Any]
+    records: Records
     source_format: SourceFormat
 
 
@@ -26,36 +68,17 @@ def detect_format(head: bytes) -> SourceFormat:
 
 
 def read_records(path: Path) -> SourceRecords:
-    """Parse the whole file with orjson (the bytes are released as soon as it is parsed)."""
+    """Read the file and find its records; structural damage is a DatasetError here, a
+    record that does not parse is one when it is read."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise DatasetError(f"{path}: cannot read the dataset ({exc.strerror or exc})") from exc
     fmt = detect_format(data[:64])
-    records = _parse_array(path, data) if fmt == "json-array" else _parse_lines(path, data)
-    return SourceRecords(records, fmt)
-
-
-def _parse_array(path: Path, data: bytes) -> list[Any]:
     try:
-        parsed = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
+        spans = array_spans(data) if fmt == "json-array" else line_spans(data)
+    except SpanError as exc:
         raise DatasetError(
             f"{path}: not valid JSON ({exc})", hint="the file is truncated or not ShareGPT"
         ) from exc
-    if not isinstance(parsed, list):
-        raise DatasetError(
-            f"{path}: expected a JSON array of conversations, found {type(parsed).__name__}"
-        )
-    return parsed
-
-
-def _parse_lines(path: Path, data: bytes) -> list[Any]:
-    records = []
-    for number, line in enumerate(data.split(b"\n"), 1):
-        if line.strip():
-            try:
-                records.append(orjson.loads(line))
-            except orjson.JSONDecodeError as exc:
-                raise DatasetError(f"{path}:{number}: not a JSON record ({exc})") from exc
-    return records
+    return SourceRecords(Records(path, data, spans), fmt)

@@ -143,9 +143,10 @@ def _evaluate_span(
     fitting: list[tuple[Conversation, Choice]] = []
     rate = TokenRate()
     for index in span:
-        parsed = parse_conversation(index, records[index])
+        record = records[index]  # parsed here, in the worker (see sharegpt.Records)
+        parsed = parse_conversation(index, record)
         if isinstance(parsed, Reason):
-            rows[index] = Row(index, source_id(index, records[index]), parsed.value)
+            rows[index] = Row(index, source_id(index, record), parsed.value)
             continue
         outcome = choose(parsed, PrefixCounter(tok, rate), max_input)
         if isinstance(outcome, Row):
