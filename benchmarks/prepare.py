@@ -16,6 +16,7 @@ import json
 import multiprocessing
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,18 +28,19 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-def _request(source: Path, catalog: Path, out: Path, args: argparse.Namespace) -> Any:
+def _request(source: Path, catalog: Path, out: Path, args: argparse.Namespace, seed: int) -> Any:
     from tests.prepare.conftest import QWEN_DIR, prep_request
 
     return prep_request(source, catalog, out, locator=QWEN_DIR, required=args.entries,
-                        max_input=args.max_input_tokens, seed=1)
+                        max_input=args.max_input_tokens, seed=seed)
 
 
-def _ours(source: Path, catalog: Path, out: Path, args: argparse.Namespace, queue: Any) -> None:
+def _ours(source: Path, catalog: Path, out: Path, args: argparse.Namespace, seed: int,
+          queue: Any) -> None:
     from inferlab_bench.prepare.stage import run_prepare
 
     started = time.perf_counter()
-    result = run_prepare(_request(source, catalog, out, args), catalog_dir=catalog)
+    result = run_prepare(_request(source, catalog, out, args, seed), catalog_dir=catalog)
     queue.put({"seconds": time.perf_counter() - started, "status": result.status.value,
                "sha256": result.population.sha256 if result.population else None, **_rss()})
 
@@ -81,8 +83,17 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=1000)
     parser.add_argument("--max-input-tokens", type=int, default=1024)
     parser.add_argument("--skip-reference", action="store_true")
+    parser.add_argument("--keep", action="store_true", help="keep the generated files")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="inferlab-bench-prepare-"))
+    try:
+        _run(work, args)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _run(work: Path, args: argparse.Namespace) -> None:
     os.environ["XDG_CACHE_HOME"] = str(work / "cache")
     source = work / "sharegpt-like.json"
     subprocess.run([sys.executable, str(REPO / "scripts" / "make_sharegpt_like.py"), str(source),
@@ -90,9 +101,12 @@ def main() -> None:
     from tests.prepare.conftest import write_catalog
 
     catalog = write_catalog(work / "catalog", hashlib.sha256(source.read_bytes()).hexdigest(), "http://127.0.0.1:9/")
-    cold = _measure(_ours, source, catalog, work / "cold", args)
-    warm = _measure(_ours, source, catalog, work / "warm", args)
-    rows = {"ours_cold": cold, "ours_warm": warm}
+    cold = _measure(_ours, source, catalog, work / "cold", args, 1)
+    warm = _measure(_ours, source, catalog, work / "warm", args, 1)
+    # The cache is keyed without the seed: another seed is warm too, and picks other entries.
+    other = _measure(_ours, source, catalog, work / "other-seed", args, 2)
+    rows = {"ours_cold": cold, "ours_warm": warm, "ours_warm_other_seed": other}
+    rows["other_seed_differs"] = other["sha256"] != cold["sha256"]
     if not args.skip_reference:
         rows["reference"] = _measure(_reference, source, args)
         rows["cold_speedup"] = rows["reference"]["seconds"] / cold["seconds"]

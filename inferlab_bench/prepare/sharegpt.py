@@ -49,6 +49,10 @@ class Records(Sequence[Any]):
                 "the file is corrupt or not ShareGPT"
             ) from exc
 
+    def span(self, index: int) -> tuple[int, int]:
+        """The byte range ``[start, stop)`` of record ``index`` in the file."""
+        return int(self._spans.starts[index]), int(self._spans.ends[index])
+
     def _where(self, index: int) -> str:
         if self._spans.lines is not None:
             return f"line {int(self._spans.lines[index])}"
@@ -61,6 +65,21 @@ class SourceRecords:
 
     records: Records
     source_format: SourceFormat
+
+
+def read_spans(path: Path, spans: Sequence[tuple[int, int]]) -> list[Any]:
+    """Parse the records at these byte ranges of ``path`` (the few a population needs)."""
+    records = []
+    try:
+        with path.open("rb") as handle:
+            for start, stop in spans:
+                handle.seek(start)
+                records.append(orjson.loads(handle.read(stop - start)))
+    except OSError as exc:
+        raise DatasetError(f"{path}: cannot read the dataset ({exc.strerror or exc})") from exc
+    except orjson.JSONDecodeError as exc:
+        raise DatasetError(f"{path}: a record changed since it was tokenized ({exc})") from exc
+    return records
 
 
 def detect_format(head: bytes) -> SourceFormat:

@@ -9,16 +9,26 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 import pyarrow as pa
 
-from inferlab_bench.errors import InferlabError, InsufficientEntriesError, RequestError
+from inferlab_bench.errors import (
+    DatasetError,
+    InferlabError,
+    InsufficientEntriesError,
+    RequestError,
+)
 from inferlab_bench.prepare import tokencache
 from inferlab_bench.prepare.acquire import Acquired, acquire
 from inferlab_bench.prepare.catalog import check_request_catalog, load_entry
-from inferlab_bench.prepare.materialize import MATERIALIZATION_IDENTITY, Reason, output_length
+from inferlab_bench.prepare.materialize import (
+    MATERIALIZATION_IDENTITY,
+    Conversation,
+    Reason,
+    output_length,
+    parse_conversation,
+)
 from inferlab_bench.prepare.select import select
-from inferlab_bench.prepare.sharegpt import read_records
+from inferlab_bench.prepare.sharegpt import read_records, read_spans
 from inferlab_bench.prepare.table import build_table
 from inferlab_bench.prepare.tokenize import ChatTokenizer, fingerprint
 from inferlab_bench.prepare.write import Entry, remove_stale, write_outputs
@@ -78,7 +88,7 @@ def _run(
     chosen = select(request.seed, admitted, request.required_entries)
     if len(chosen) < request.required_entries:
         raise InsufficientEntriesError(request.required_entries, census.admitted)
-    entries = _entries(table, chosen, source.output_tokens)
+    entries = _entries(table, chosen, source.output_tokens, acquired.path)
     manifest = _manifest(
         request,
         acquired,
@@ -133,7 +143,8 @@ def _token_table(
 def _census(table: pa.Table, fixed_output: int | None, census: _Census) -> list[tuple[int, str]]:
     """Apply the last rule (short targets) and count everything; return admitted (i, id)."""
     reasons = table.column("reason").to_pylist()
-    targets = table.column("target_tokens").to_numpy()
+    # Through a combined Array: ChunkedArray.to_numpy imports pandas (a third of a second).
+    targets = table.column("target_tokens").combine_chunks().to_numpy(zero_copy_only=False)
     counts: Counter[str] = Counter(r for r in reasons if r is not None)
     ok = np.array([r is None for r in reasons], dtype=bool)
     if fixed_output is None:
@@ -145,23 +156,29 @@ def _census(table: pa.Table, fixed_output: int | None, census: _Census) -> list[
     census.reasons = {reason: n for reason, n in sorted(counts.items()) if n}
     positions = np.flatnonzero(ok)
     ids = table.column("source_id").take(pa.array(positions)).to_pylist()
-    indices = table.column("index").to_numpy()[positions].tolist()
+    indices = table.column("index").combine_chunks().to_numpy()[positions].tolist()
     return list(zip(indices, ids, strict=True))
 
 
-def _entries(table: pa.Table, chosen: list[int], fixed_output: int | None) -> list[Entry]:
+def _entries(
+    table: pa.Table, chosen: list[int], fixed_output: int | None, source: Path
+) -> list[Entry]:
+    """The chosen rows as entries, their messages read back from the verified source."""
     rows = table.take(pa.array(chosen)).to_pylist()  # table rows are in index order
+    records = read_spans(source, [(row["record_start"], row["record_stop"]) for row in rows])
     entries = []
-    for row in rows:
-        payload = orjson.loads(row["payload"])
+    for row, record in zip(rows, records, strict=True):
+        conversation = parse_conversation(row["index"], record)
+        if not isinstance(conversation, Conversation):
+            raise DatasetError(f"{source}: record {row['index']} changed since it was tokenized")
         length = output_length(row["target_tokens"], fixed_output)
         assert isinstance(length, int)
         entries.append(
             Entry(
                 row["index"],
                 row["source_id"],
-                payload["messages"],
-                payload["target"],
+                conversation.chat(row["end"]),
+                conversation.messages[row["end"]][1],
                 row["total_messages"],
                 row["input_tokens"],
                 row["target_tokens"],

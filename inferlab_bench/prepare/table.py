@@ -1,14 +1,18 @@
-"""The per-candidate token table: every conversation's outcome, built on both cores."""
+"""The per-candidate token table: every conversation's outcome, built on both cores.
+
+A row holds counts and the record's byte range in the source file, not its text: the
+chosen few are read back from the (sha256-verified) source when a population is written,
+so the cached table stays small and a warm preparation reads it in a moment.
+"""
 
 from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 import pyarrow as pa
 
 from inferlab_bench.prepare.materialize import (
@@ -20,6 +24,7 @@ from inferlab_bench.prepare.materialize import (
     source_id,
     target_reason,
 )
+from inferlab_bench.prepare.sharegpt import Records
 from inferlab_bench.prepare.tokenize import ChatTokenizer, PrefixCounter, TokenRate
 from inferlab_bench.progress import NULL_PROGRESS, ProgressSink
 
@@ -32,7 +37,8 @@ SCHEMA = pa.schema(
         ("total_messages", pa.int32()),
         ("input_tokens", pa.int32()),
         ("target_tokens", pa.int32()),
-        ("payload", pa.binary()),
+        ("record_start", pa.int64()),
+        ("record_stop", pa.int64()),
     ]
 )
 _CHUNK = 1024
@@ -47,7 +53,8 @@ class Row:
     total_messages: int = 0
     input_tokens: int = -1
     target_tokens: int = -1
-    payload: bytes | None = None
+    record_start: int = -1
+    record_stop: int = -1
 
 
 def choose(conversation: Conversation, counter: PrefixCounter, max_input: int) -> Row | Choice:
@@ -63,11 +70,14 @@ def choose(conversation: Conversation, counter: PrefixCounter, max_input: int) -
     return choice
 
 
-def with_target(conversation: Conversation, choice: Choice, target_tokens: int) -> Row:
-    """The row of a conversation whose input fits, given its target's token count."""
+def with_target(
+    conversation: Conversation, choice: Choice, target_tokens: int, span: tuple[int, int]
+) -> Row:
+    """The row of a conversation whose input fits, given its target's token count and the
+    byte range its record came from."""
     target = conversation.messages[choice.end][1]
     reason = target_reason(target, target_tokens)
-    payload = orjson.dumps({"messages": conversation.chat(choice.end), "target": target})
+    start, stop = span if reason is None else (-1, -1)
     return Row(
         conversation.index,
         conversation.source_id,
@@ -76,12 +86,13 @@ def with_target(conversation: Conversation, choice: Choice, target_tokens: int) 
         total_messages=len(conversation.messages),
         input_tokens=choice.input_tokens,
         target_tokens=target_tokens,
-        payload=None if reason else payload,
+        record_start=start,
+        record_stop=stop,
     )
 
 
 def build_table(
-    records: Sequence[Any],
+    records: Records,
     tok: ChatTokenizer,
     max_input: int,
     progress: ProgressSink = NULL_PROGRESS,
@@ -102,7 +113,7 @@ _WORKER: dict[str, Any] = {}
 
 
 def _evaluate_all(
-    records: Sequence[Any],
+    records: Records,
     spans: list[range],
     tok: ChatTokenizer,
     max_input: int,
@@ -135,7 +146,7 @@ def _evaluate_inherited(span: range) -> pa.RecordBatch:
 
 
 def _evaluate_span(
-    records: Sequence[Any], tok: ChatTokenizer, max_input: int, span: range
+    records: Records, tok: ChatTokenizer, max_input: int, span: range
 ) -> pa.RecordBatch:
     """Rows of ``records[span]``: inputs one conversation at a time, then every target of
     the span in one batch."""
@@ -155,5 +166,6 @@ def _evaluate_span(
             fitting.append((parsed, outcome))
     counts = tok.count_texts([c.messages[x.end][1] for c, x in fitting])
     for (conversation, choice), count in zip(fitting, counts, strict=True):
-        rows[conversation.index] = with_target(conversation, choice, count)
+        span_of = records.span(conversation.index)
+        rows[conversation.index] = with_target(conversation, choice, count, span_of)
     return pa.RecordBatch.from_pylist([rows[index].__dict__ for index in span], schema=SCHEMA)
