@@ -3,7 +3,8 @@
 The spread follows what the real ShareGPT V3 file shows: about 36% of conversations open
 with a ``gpt`` turn, a few use other roles (system, bing, bard, chatgpt), turn counts and
 message lengths are long-tailed (lognormal), a handful of messages are huge (100k-400k
-characters), some text is non-ASCII, some messages are blank, some ids are missing.
+characters), some text is non-ASCII, some messages are blank, some ids are missing, and
+the size per conversation is the real file's (642 MB for 94k conversations).
 
     python scripts/make_sharegpt_like.py OUT.json --conversations 94000 --seed 0
 """
@@ -37,7 +38,9 @@ def conversation(rng: random.Random, index: int) -> dict[str, object]:
         role = roles[t % 2]
         if rng.random() < 0.01:
             role = rng.choice(ODD_ROLES)
-        value = text(rng, 40 if role == "human" else 120)
+        # Scaled so that 94k conversations make a file the size of the real one (642 MB,
+        # about 6.8 KB per conversation).
+        value = text(rng, 60 if role == "human" else 182)
         roll = rng.random()
         if roll < 0.001:
             value = "lorem " * rng.randrange(20_000, 70_000)  # 120k-420k characters
