@@ -5,7 +5,9 @@ joined to the server's ground-truth record by X-Request-ID. Ground truth, per re
 TTFT = first token written - request arrival, ITL = (last token - first token) / (n - 1),
 end-to-end = response finished - arrival. Printed: the relative error of the client's p50
 and p99 against the ground truth's p50 and p99 over the same requests, and the dispatch
-verdict ``load_generator_kept_up`` of the same run (a saturated client should fail it).
+verdict ``load_generator_kept_up`` of the same run (a saturated client should fail it), and
+the client's own send time (AIPerf's HTTP trace: blocked + connecting + sending) as a share
+of the TTFT p50, which validity.json reports as a figure.
 
     python benchmarks/fidelity.py            # concurrency 1, 8, 32, 64; poisson 5, 20, 60, 400
     python benchmarks/fidelity.py --quick    # fewer requests per point
@@ -56,6 +58,7 @@ class PointResult:
     matched: int
     send_ms: float
     receive_ms: float
+    client_send_share: float | None
 
 
 def points(quick: bool) -> list[Point]:
@@ -159,7 +162,7 @@ def compare(point: Point, rows: list[dict[str, Any]], truth: dict[str, Any]) -> 
     failed = tuple(c.name for c in doc.dispatch.checks if c.verdict is Verdict.FAIL)
     send, receive = transit_ms(pairs)
     return PointResult(point, errors, p50s, doc.dispatch.load_generator_kept_up, failed,
-                       len(pairs), send, receive)
+                       len(pairs), send, receive, doc.dispatch.client_send_share_of_ttft)
 
 
 def transit_ms(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> tuple[float, float]:
@@ -185,21 +188,28 @@ def to_phase_records(rows: list[dict[str, Any]]) -> PhaseRecords:
         succeeded=np.array([r.get("error") is None for r in rows], dtype=bool),
         prompt_tokens=nan, output_tokens=nan, cached_prompt_tokens=nan,
         credit_issued_ns=np.array([m["credit_issued_ns"] for m in meta], dtype=np.int64),
+        client_send_ms=np.array([sum(r["metrics"].get(tag, {}).get("value", 0.0) for tag in
+                                     ("http_req_blocked", "http_req_connecting",
+                                      "http_req_sending")) for r in rows]),
+        ttft_ms=np.array([r["metrics"].get("time_to_first_token", {}).get("value", np.nan)
+                          for r in rows]),
     )
 
 
 def render(results: list[PointResult]) -> str:
     head = (f"{'load point':<18}{'n':>5}  " + "".join(f"{n + ' p50':>10}{n + ' p99':>10}"
                                                    for n, _ in METRICS)
-            + f"  {'GT p50 TTFT/ITL/E2E ms':>24}  {'send/recv ms':>12}  kept up")
+            + f"  {'GT p50 TTFT/ITL/E2E ms':>24}  {'send/recv ms':>12}  {'client send':>11}"
+              "  kept up")
     lines = [head, "-" * len(head)]
     for r in results:
         cells = "".join(f"{r.errors[n][0]:>+10.2%}{r.errors[n][1]:>+10.2%}" for n, _ in METRICS)
         gt = "/".join(f"{r.ground_truth_p50_ms[n]:.1f}" for n, _ in METRICS)
         verdict = r.kept_up.value + (f" ({', '.join(r.failed_checks)})" if r.failed_checks else "")
         transit = f"{r.send_ms:.2f}/{r.receive_ms:.2f}"
+        share = "n/a" if r.client_send_share is None else f"{r.client_send_share:.1%}"
         lines.append(f"{r.point.label:<18}{r.matched:>5}  {cells}  {gt:>24}  {transit:>12}  "
-                     f"{verdict}")
+                     f"{share:>11}  {verdict}")
     return "\n".join(lines)
 
 

@@ -23,6 +23,10 @@ METRIC_TAGS = (
     "good_request_count",
     "usage_prompt_tokens",
     "usage_prompt_cache_read_tokens",
+    # AIPerf's aiohttp trace: the client's own time before the request was on the wire.
+    "http_req_blocked",
+    "http_req_connecting",
+    "http_req_sending",
 )
 # Only the fields we use: everything else in a record is skipped by the parser.
 RECORD_SCHEMA = pa.schema(

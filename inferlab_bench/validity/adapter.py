@@ -75,7 +75,21 @@ def phase_records(columns: RecordColumns) -> PhaseRecords:
         cached_prompt_tokens=_floats(columns, "usage_prompt_cache_read_tokens"),
         credit_issued_ns=_credit_issued(columns),
         good=None if np.isnan(good).all() else good == 1,
+        client_send_ms=_client_send(columns),
+        ttft_ms=_floats(columns, "time_to_first_token"),
     )
+
+
+_SEND_TAGS = ("http_req_blocked", "http_req_connecting", "http_req_sending")
+
+
+def _client_send(columns: RecordColumns) -> FloatArray | None:
+    """Blocked + connecting + sending per request (a missing part counts 0; None if none)."""
+    parts = np.vstack([_floats(columns, tag) for tag in _SEND_TAGS])
+    if len(columns) == 0 or np.isnan(parts).all():
+        return None
+    total: FloatArray = np.nansum(parts, axis=0)
+    return total
 
 
 def _floats(columns: RecordColumns, tag: str) -> FloatArray:

@@ -75,6 +75,12 @@ class DispatchFidelity(Figures):
     mean_concurrency_over_run: float | None
     dispatch_delay_ms: Distribution | None
     checks: tuple[Check, ...]
+    client_send_ms: Distribution | None = None
+    """After request start, the client's own time until the request was sent (AIPerf's
+    HTTP trace): part of every latency AIPerf reports, not the server's. A figure, not a
+    check: how much of it is acceptable depends on the latency being measured."""
+    client_send_share_of_ttft: float | None = None
+    """Mean client send time over the TTFT p50."""
 
 
 def dispatch_delays_ms(records: PhaseRecords) -> FloatArray | None:
@@ -195,6 +201,7 @@ def assess_dispatch(records: PhaseRecords, load: BenchLoadInput,
         checks.append(_concurrency_or_na(load, held, asked, tol))
     if n < tol.min_requests:
         checks.append(unknown("enough_requests", f"{n} < {tol.min_requests} records"))
+    send_figures, send_share = client_send(records)
     return DispatchFidelity(
         load_generator_kept_up=combine_checks(checks),
         load_shape=load.kind,
@@ -209,7 +216,20 @@ def assess_dispatch(records: PhaseRecords, load: BenchLoadInput,
         mean_concurrency_over_run=_run_mean(records),
         dispatch_delay_ms=delay_figures,
         checks=tuple(checks),
+        client_send_ms=send_figures,
+        client_send_share_of_ttft=send_share,
     )
+
+
+def client_send(records: PhaseRecords) -> tuple[Distribution | None, float | None]:
+    """The client's send time per request, and its mean as a share of the TTFT p50."""
+    if records.client_send_ms is None:
+        return None, None
+    figures = describe(records.client_send_ms)
+    ttft = records.ttft_ms[np.isfinite(records.ttft_ms)] if records.ttft_ms is not None else None
+    if figures is None or ttft is None or ttft.size == 0 or float(np.median(ttft)) <= 0:
+        return figures, None
+    return figures, figures.mean / float(np.median(ttft))
 
 
 def _concurrency_or_na(load: BenchLoadInput, held: float | None, asked: int,

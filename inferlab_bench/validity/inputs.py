@@ -32,11 +32,16 @@ class PhaseRecords:
     cached_prompt_tokens: FloatArray
     credit_issued_ns: Int64Array | None = None
     good: BoolArray | None = None
+    client_send_ms: FloatArray | None = None
+    """Per request, ms the client spent after request start before the request was sent
+    (waiting for a connection, connecting, writing); None when AIPerf did not trace it."""
+    ttft_ms: FloatArray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.session_ids)
         for name in ("start_ns", "end_ns", "succeeded", "prompt_tokens", "output_tokens",
-                     "cached_prompt_tokens", "credit_issued_ns", "good"):
+                     "cached_prompt_tokens", "credit_issued_ns", "good", "client_send_ms",
+                     "ttft_ms"):
             column = getattr(self, name)
             if column is not None and len(column) != n:
                 raise ValueError(f"PhaseRecords.{name}: {len(column)} values for {n} records")

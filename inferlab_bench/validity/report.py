@@ -90,6 +90,10 @@ def _dispatch_figures(d: DispatchFidelity) -> str:
         parts.append(f"held {_num(d.held_concurrency)} of {d.asked_concurrency} in flight")
     if d.dispatch_delay_ms is not None:
         parts.append(f"dispatch delay p95 {d.dispatch_delay_ms.p95:.1f} ms")
+    if d.client_send_ms is not None:
+        share = d.client_send_share_of_ttft
+        of_ttft = "" if share is None else f", {share:.1%} of TTFT p50"
+        parts.append(f"client send mean {d.client_send_ms.mean:.2f} ms{of_ttft}")
     failed = [c.name for c in d.checks if c.verdict is Verdict.FAIL]
     if failed:
         parts.append("failed: " + ", ".join(failed))

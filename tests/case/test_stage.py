@@ -157,6 +157,9 @@ def test_validity_document_holds_every_verdict(warm_vllm: Ran, population: dict[
     assert doc["verdicts"]["load_generator_kept_up"] != "fail"
     # AIPerf's credit issue times are read: the dispatch delay is measured, not unknown.
     assert doc["dispatch"]["dispatch_delay_ms"]["p50"] >= 0.0
+    # AIPerf's HTTP trace gives the client's own send time, part of every latency it reports.
+    assert doc["dispatch"]["client_send_ms"]["mean"] > 0.0
+    assert 0.0 < doc["dispatch"]["client_send_share_of_ttft"] < 0.5
     assert doc["population_sha256"] == population["sha256"]
     profiling = next(s for s in doc["sequences"] if s["phase"] == "profiling")
     sent = [f"inferlab-{i:08d}\n" for i in range(WARMUP, WARMUP + REQUESTS)]

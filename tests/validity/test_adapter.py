@@ -14,16 +14,20 @@ from tests.validity.builders import MS, T0, ids
 
 TAGS = ("time_to_first_token", "request_latency", "inter_token_latency",
         "output_sequence_length", "good_request_count", "usage_prompt_tokens",
-        "usage_prompt_cache_read_tokens")
+        "usage_prompt_cache_read_tokens", "http_req_blocked", "http_req_connecting",
+        "http_req_sending")
 
 
 def columns(n: int, *, good: float = np.nan, first: int = 0) -> RecordColumns:
     start = T0 + np.arange(n, dtype=np.int64) * 100 * MS
     values = {tag: np.full(n, np.nan) for tag in TAGS}
     values.update(usage_prompt_tokens=np.full(n, 50.0), output_sequence_length=np.full(n, 8.0),
-                  usage_prompt_cache_read_tokens=np.zeros(n), good_request_count=np.full(n, good))
+                  usage_prompt_cache_read_tokens=np.zeros(n), good_request_count=np.full(n, good),
+                  time_to_first_token=np.full(n, 40.0), http_req_sending=np.full(n, 0.5))
+    if n:
+        values["http_req_connecting"][0] = 3.0  # the first request opened the connection
     errors = np.zeros(n, dtype=bool)
-    errors[-1] = True
+    errors[-1:] = True
     return RecordColumns(
         session_num=np.arange(n, dtype=np.int64), conversation_id=list(ids(n, first)),
         x_request_id=[None] * n, credit_issued_ns=start - MS, start_ns=start,
@@ -39,6 +43,24 @@ def test_columns_become_phase_records() -> None:
     assert records.succeeded.tolist() == [True] * 9 + [False]
     assert records.good is not None and records.good.all()
     assert records.prompt_tokens[0] == 50.0
+
+
+def test_client_send_time_adds_its_traced_parts_and_is_shared_of_ttft() -> None:
+    records = phase_records(columns(10))
+    assert records.client_send_ms is not None
+    assert records.client_send_ms.tolist() == [3.5] + [0.5] * 9  # blocked absent: 0
+    doc = assess_case(CaseRecords(warmup=columns(0), profiling=columns(10)),
+                      ConcurrencyLimited(kind="concurrency_limited", concurrency=1),
+                      expectations=None, population_sha256=None, reset_requested=False)
+    assert doc.dispatch.client_send_ms is not None and doc.dispatch.client_send_ms.mean == 0.8
+    assert doc.dispatch.client_send_share_of_ttft == pytest.approx(0.8 / 40.0)
+
+
+def test_no_http_trace_means_no_client_send_figure() -> None:
+    bare = columns(4)
+    for tag in ("http_req_blocked", "http_req_connecting", "http_req_sending"):
+        bare.metrics[tag][:] = np.nan
+    assert phase_records(bare).client_send_ms is None
 
 
 def test_no_good_request_count_means_no_slo() -> None:
