@@ -70,13 +70,20 @@ class ColdStartVerdict:
         }
 
 
-def first_wave(profiling: RecordColumns, size: int) -> list[str | None] | None:
-    """Conversation ids of the first ``size`` profiling requests by start; None when the
-    server reports no cached tokens (nothing to judge)."""
+def _wave_order(profiling: RecordColumns, size: int) -> np.ndarray | None:
+    """Indices of the first ``size`` profiling requests by start; None when the server
+    reports no cached tokens (nothing to judge)."""
     cached = profiling.metric("usage_prompt_cache_read_tokens")
     if not len(profiling) or np.all(np.isnan(cached)):
         return None
-    order = np.argsort(profiling.start_ns, kind="stable")[: max(1, size)]
+    return np.argsort(profiling.start_ns, kind="stable")[: max(1, size)]
+
+
+def first_wave(profiling: RecordColumns, size: int) -> list[str | None] | None:
+    """Conversation ids of the first ``size`` profiling requests by start (see ``_wave_order``)."""
+    order = _wave_order(profiling, size)
+    if order is None:
+        return None
     return [profiling.conversation_id[int(i)] for i in order]
 
 
@@ -89,10 +96,10 @@ def cold_start_verdict(
     shares with one started before it (0 for the earliest). Without bounds only the earliest
     request is judged: it must hit nothing at all.
     """
-    cached = profiling.metric("usage_prompt_cache_read_tokens")
-    if not len(profiling) or np.all(np.isnan(cached)):
+    order = _wave_order(profiling, first_wave)
+    if order is None:
         return None
-    order = np.argsort(profiling.start_ns, kind="stable")[: max(1, first_wave)]
+    cached = profiling.metric("usage_prompt_cache_read_tokens")
     wave = np.nan_to_num(cached[order], nan=0.0).astype(np.int64)
     if prefix_bounds is None:
         allowed = np.zeros(1, dtype=np.int64)

@@ -81,7 +81,7 @@ class _Case:
 
     @property
     def aiperf_dir(self) -> Path:
-        return self.root / "aiperf"
+        return aiperf_dir(self.request)
 
     def add(self, name: str, kind: str, path: Path) -> None:
         if path.exists() and all(a.path != path for a in self.artifacts):
@@ -106,7 +106,7 @@ def run_case(request: BenchClientRequest, options: CaseOptions | None = None) ->
 def _run(case: _Case) -> BenchClientResult:
     request = case.request
     case.root.mkdir(parents=True, exist_ok=True)
-    _check_population(request)
+    check_population(request)
     probe.check_listening(request.endpoint.base_url, timeout=min(5.0, max(0.5, _remaining(case))))
     target = _reset_target(case)
     with_warmup_reset = target is not None and request.case.warmup_request_count > 0
@@ -129,11 +129,16 @@ def _run(case: _Case) -> BenchClientResult:
 # --- The pieces a case run elsewhere (AIPerf on Kubernetes) reuses instead of copying. ---
 
 
+def aiperf_dir(request: BenchClientRequest) -> Path:
+    """Where AIPerf's outputs of the case lie (written there, or fetched there)."""
+    return request.artifact_dir / "aiperf"
+
+
 def planned_config(request: BenchClientRequest, *, reset_after_warmup: bool) -> dict[str, Any]:
     """The AIPerf config this case runs locally, for the whole budget (nothing written)."""
     plan = aiperf_config.build_plan(
         request,
-        aiperf_dir=request.artifact_dir / "aiperf",
+        aiperf_dir=aiperf_dir(request),
         timeout_seconds=request.case_budget_seconds - RESULT_RESERVE_SECONDS,
         reset_after_warmup=reset_after_warmup,
     )
@@ -177,7 +182,8 @@ def measure_outputs(
 # --- The local case. ---
 
 
-def _check_population(request: BenchClientRequest) -> None:
+def check_population(request: BenchClientRequest) -> None:
+    """The population file is the one the request names (sha256) and holds enough entries."""
     if not isinstance(request.definition.request_source, DatasetSource):
         return
     population = request.population
@@ -353,8 +359,9 @@ def _measure(
         slo_set=request.definition.request_slo is not None,
     )
     normalized = metrics.normalize(summary, scope, slo_evidence)
-    cold = _cold_start_verdict(case, records) if reset_checked else None
-    _write_validity(case, records, cold)
+    population = _population_lines(request)
+    cold = _cold_start_verdict(case, records, population) if reset_checked else None
+    _write_validity(case, records, population, cold)
     if cold is not None and not cold.cold:
         raise PrefixCacheResetError(
             f"the prefix cache was not cold after the reset: {cold.reason}",
@@ -399,13 +406,25 @@ def _slo(
     )
 
 
-def _cold_start_verdict(case: _Case, records: CaseRecords) -> integrity.ColdStartVerdict | None:
+def _population_lines(request: BenchClientRequest) -> list[dict[str, Any]] | None:
+    """The replayed population's lines (None for AIPerf's synthetic prompts)."""
+    population = request.population
+    if not isinstance(request.definition.request_source, DatasetSource) or population is None:
+        return None
+    return _json_lines(population.path)
+
+
+def _cold_start_verdict(
+    case: _Case, records: CaseRecords, population: list[dict[str, Any]] | None
+) -> integrity.ColdStartVerdict | None:
     """The post-reset check of the first wave, written as cold-start.json."""
     request = case.request
     count = request.case.request_count
     size = min(getattr(request.case.load_shape, "concurrency", None) or count, count, COLD_WAVE)
     wave = integrity.first_wave(records.profiling, size)
-    bounds = None if wave is None else _prefix_bounds(request, wave)
+    bounds = None
+    if wave is not None and population is not None:
+        bounds = _prefix_bounds(request, population, wave)
     verdict = integrity.cold_start_verdict(
         records.profiling, first_wave=size, prefix_bounds=bounds
     )
@@ -417,52 +436,53 @@ def _cold_start_verdict(case: _Case, records: CaseRecords) -> integrity.ColdStar
     return verdict
 
 
-def _prefix_bounds(request: BenchClientRequest, wave: list[str | None]) -> list[int] | None:
+def _prefix_bounds(
+    request: BenchClientRequest, population: list[dict[str, Any]], wave: list[str | None]
+) -> list[int] | None:
     """What each first-wave request may hit: its prompt's prefix shared with earlier ones."""
-    population = request.population
-    if not isinstance(request.definition.request_source, DatasetSource) or population is None:
-        return None  # AIPerf's synthetic prompts are not known here
-    lines = _json_lines(population.path)
-    by_session = {line.get("session_id"): line.get("messages") for line in lines}
-    conversations = [by_session.get(session) for session in wave]
-    if not all(isinstance(messages, list) for messages in conversations):
+    by_session = {line.get("session_id"): line.get("messages") for line in population}
+    found = [by_session.get(session) for session in wave]
+    conversations = [messages for messages in found if isinstance(messages, list)]
+    if len(conversations) != len(wave):
         return None
     kwargs = aiperf_config.build_request_body(request).body.get("chat_template_kwargs")
     if not isinstance(kwargs, dict):
         kwargs = {}
-    prompts = prefix.prompt_token_ids(request.model.locator, conversations, kwargs)  # type: ignore[arg-type]
+    prompts = prefix.prompt_token_ids(request.model.locator, conversations, kwargs)
     return prefix.prefix_bounds(prompts)
 
 
 def _write_validity(
-    case: _Case, records: CaseRecords, cold: integrity.ColdStartVerdict | None
+    case: _Case,
+    records: CaseRecords,
+    population: list[dict[str, Any]] | None,
+    cold: integrity.ColdStartVerdict | None,
 ) -> None:
     """validity.json: every measurement-validity verdict with the figures behind it."""
     request = case.request
-    population = request.population
     source = request.definition.request_source
     expectations: validity.Expectations | None = None
+    population_sha256: str | None = None
     if isinstance(source, RandomSource):
         # Synthetic prompts: their rendered length is unknown here, the output count is not.
         expectations = validity.Expectations(output_tokens=source.output_tokens)
-    elif population is not None:
-        expectations = _expectations(population.path)
+    elif population is not None and request.population is not None:
+        expectations = _expectations(request.population.path, population)
+        population_sha256 = request.population.sha256
     document = validity.assess_case(
         records,
         request.case.load_shape,
         expectations=expectations,
-        population_sha256=None if isinstance(source, RandomSource) or population is None
-        else population.sha256,
+        population_sha256=population_sha256,
         reset_requested=request.definition.reset_prefix_cache,
         post_reset_cold=None if cold is None else cold.cold,
     )
     case.write_json("validity", "validity", document.to_json_dict())
 
 
-def _expectations(population: Path) -> validity.Expectations:
+def _expectations(path: Path, lines: list[dict[str, Any]]) -> validity.Expectations:
     """Planned tokens per session: the population's output lengths, its evidence's inputs."""
-    lines = _json_lines(population)
-    evidence = evidence_path(population)
+    evidence = evidence_path(path)
     return validity.expectations_from_population(
         lines, _json_lines(evidence) if evidence.is_file() else None
     )
