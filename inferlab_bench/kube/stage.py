@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
 import json
 import time
@@ -16,6 +15,7 @@ from inferlab_bench.case.aiperf_config import build_request_body
 from inferlab_bench.case.reset import ResetTarget
 from inferlab_bench.case.stage import (
     CaseOptions,
+    check_population,
     measure_outputs,
     planned_config,
     reset_before_run,
@@ -25,10 +25,8 @@ from inferlab_bench.errors import (
     CaseInterruptedError,
     ConfigurationError,
     DeadlineExceededError,
-    DigestMismatchError,
     InferlabError,
     LoadGeneratorError,
-    PopulationError,
 )
 from inferlab_bench.kube import engine
 from inferlab_bench.kube.manifests import KubeManifests, build_manifests, job_name, pod_urls
@@ -99,7 +97,8 @@ def run_case_on_kube(
         if options.dry_run:
             raise ConfigurationError("internal: a dry run prepares manifests and runs no case")
         request.artifact_dir.mkdir(parents=True, exist_ok=True)
-        _check_local_population(request)
+        # The pods check their copy; this copy is what the records are judged against.
+        check_population(request)
         refuse_loopback(pod_urls(request, options))
         target = reset_target(request, case_options or CaseOptions())
         prepared = prepare_kube_case(request, options)
@@ -149,21 +148,6 @@ def refuse_loopback(urls: list[str]) -> None:
                 f"--url {url}: a loopback address means the pod itself inside the cluster",
                 hint="give the server's Service DNS name or an address the pods can reach",
             )
-
-
-def _check_local_population(request: BenchClientRequest) -> None:
-    # The pods check their copy; this copy is what the records are judged against.
-    population = request.population
-    if population is None:
-        return
-    try:
-        digest = hashlib.sha256(population.path.read_bytes()).hexdigest()
-    except OSError as exc:
-        raise PopulationError(
-            f"population.path {population.path}: cannot read ({exc.strerror or exc})"
-        ) from exc
-    if digest != population.sha256:
-        raise DigestMismatchError(f"population {population.path}", population.sha256, digest)
 
 
 def _reset_every_server(

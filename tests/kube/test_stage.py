@@ -150,3 +150,15 @@ def test_a_loopback_url_is_refused_before_anything_is_submitted(
     assert result.status is ClientStatus.FAILED
     assert result.error is not None and "loopback" in result.error
     assert cluster.calls() == []
+
+
+def test_a_local_population_that_is_not_the_named_one_is_refused_before_submitting(
+    on_cluster: tuple[BenchClientRequest, KubeOptions, FakeCluster],
+) -> None:
+    request, options, cluster = on_cluster
+    assert request.population is not None
+    wrong = request.population.model_copy(update={"sha256": "0" * 64})
+    result = run_case_on_kube(request.model_copy(update={"population": wrong}), options)
+    assert result.status is ClientStatus.FAILED
+    assert result.error is not None and "sha256" in result.error and "0" * 64 in result.error
+    assert cluster.calls() == []
