@@ -48,14 +48,13 @@ def load_case(path: Path) -> SavedCase:
 
 def load_trials(path: Path) -> tuple[SavedCase, ...]:
     """The cases behind ``path``: the succeeded trials of a ``run --trials`` folder, or one."""
-    listing_path = path / TRIALS_FILE
-    if not listing_path.is_file():
+    listing = _trials_listing(path)
+    if listing is None:
         return (load_case(path),)
-    listing = orjson.loads(_read(listing_path))
-    names = listing.get("succeeded") if isinstance(listing, dict) else None
+    names = listing.get("succeeded")
     if not isinstance(names, list) or not names:
         raise RequestError(
-            f"{listing_path}: no succeeded trials listed",
+            f"{path / TRIALS_FILE}: no succeeded trials listed",
             hint="compare needs at least one successful trial on each side",
         )
     return tuple(load_case(path / str(name)) for name in names)
@@ -63,11 +62,19 @@ def load_trials(path: Path) -> tuple[SavedCase, ...]:
 
 def trial_summaries(path: Path) -> tuple[MetricSummary, ...]:
     """The means and confidence intervals a ``run --trials`` folder saved (none elsewhere)."""
+    listing = _trials_listing(path)
+    if listing is None:
+        return ()
+    return tuple(MetricSummary.model_validate(s) for s in listing.get("summaries") or ())
+
+
+def _trials_listing(path: Path) -> dict[str, Any] | None:
+    """``trials.json`` of a ``run --trials`` folder; None when ``path`` is not one."""
     listing_path = path / TRIALS_FILE
     if not listing_path.is_file():
-        return ()
+        return None
     listing = orjson.loads(_read(listing_path))
-    return tuple(MetricSummary.model_validate(s) for s in listing.get("summaries") or ())
+    return listing if isinstance(listing, dict) else {}
 
 
 def find_cases(root: Path) -> list[SavedCase]:
