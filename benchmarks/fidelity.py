@@ -28,9 +28,11 @@ from typing import Any
 import numpy as np
 import orjson
 
+from inferlab_bench.case.records import read_records
 from inferlab_bench.protocol import BenchLoadInput, ConcurrencyLimited, RequestRateLimited
 from inferlab_bench.simulator import LatencyConfig, SimulatorConfig, running_simulator
 from inferlab_bench.validity import CaseFacts, PhaseRecords, Verdict, assess
+from inferlab_bench.validity.adapter import phase_records
 
 # A model slow enough to look like a GPU (TTFT ~50 ms, ITL ~15-22 ms), 32 output tokens.
 LATENCY = LatencyConfig(prefill_base_ms=40, prefill_ms_per_token=0.1, decode_base_ms=15,
@@ -128,8 +130,10 @@ def run_point(point: Point, workdir: Path) -> PointResult:
         if done.returncode != 0:
             raise SystemExit(f"{point.label}: aiperf failed\n{done.stdout[-2000:]}")
         truth = {r["x_request_id"]: r for r in sim.ground_truth() if r.get("kind") == "request"}
-    rows = read_profiling(workdir / "aiperf" / "p.jsonl")
-    return compare(point, rows, truth)
+    records = workdir / "aiperf" / "p.jsonl"
+    # The case stage's own parser and adapter: the verdict is the one a case would write.
+    profiling = phase_records(read_records(records).profiling)
+    return compare(point, read_profiling(records), truth, profiling)
 
 
 def read_profiling(path: Path) -> list[dict[str, Any]]:
@@ -147,7 +151,8 @@ def ground_truth_ms(trace: dict[str, Any]) -> dict[str, float]:
     }
 
 
-def compare(point: Point, rows: list[dict[str, Any]], truth: dict[str, Any]) -> PointResult:
+def compare(point: Point, rows: list[dict[str, Any]], truth: dict[str, Any],
+            profiling: PhaseRecords) -> PointResult:
     pairs = [(r, truth[r["metadata"]["x_request_id"]]) for r in rows
              if r["metadata"]["x_request_id"] in truth and not r.get("error")]
     client = {tag: np.array([r["metrics"][tag]["value"] for r, _ in pairs]) for _, tag in METRICS}
@@ -158,7 +163,7 @@ def compare(point: Point, rows: list[dict[str, Any]], truth: dict[str, Any]) -> 
         s50, s99 = np.percentile(server[tag], [50, 99])
         errors[name] = ((c50 - s50) / s50, (c99 - s99) / s99)
         p50s[name] = float(s50)
-    doc = assess(to_phase_records(rows), None, CaseFacts(load=point.load))
+    doc = assess(profiling, None, CaseFacts(load=point.load))
     failed = tuple(c.name for c in doc.dispatch.checks if c.verdict is Verdict.FAIL)
     send, receive = transit_ms(pairs)
     return PointResult(point, errors, p50s, doc.dispatch.load_generator_kept_up, failed,
@@ -176,24 +181,6 @@ def transit_ms(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> tuple[floa
     receive = [r["metadata"]["request_start_ns"] + r["metrics"]["time_to_first_token"]["value"]
                * 1e6 - t["first_token_ns"] for r, t in pairs]
     return float(np.median(send)) / 1e6, float(np.median(receive)) / 1e6
-
-
-def to_phase_records(rows: list[dict[str, Any]]) -> PhaseRecords:
-    meta = [r["metadata"] for r in rows]
-    nan = np.full(len(rows), np.nan)
-    return PhaseRecords(
-        session_ids=tuple(m["conversation_id"] for m in meta),
-        start_ns=np.array([m["request_start_ns"] for m in meta], dtype=np.int64),
-        end_ns=np.array([m["request_end_ns"] for m in meta], dtype=np.int64),
-        succeeded=np.array([r.get("error") is None for r in rows], dtype=bool),
-        prompt_tokens=nan, output_tokens=nan, cached_prompt_tokens=nan,
-        credit_issued_ns=np.array([m["credit_issued_ns"] for m in meta], dtype=np.int64),
-        client_send_ms=np.array([sum(r["metrics"].get(tag, {}).get("value", 0.0) for tag in
-                                     ("http_req_blocked", "http_req_connecting",
-                                      "http_req_sending")) for r in rows]),
-        ttft_ms=np.array([r["metrics"].get("time_to_first_token", {}).get("value", np.nan)
-                          for r in rows]),
-    )
 
 
 def render(results: list[PointResult]) -> str:
