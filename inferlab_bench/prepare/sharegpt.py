@@ -24,8 +24,7 @@ class Records(Sequence[Any]):
 
     def __init__(self, path: Path, data: bytes, spans: Spans) -> None:
         self._path = path
-        self._data = data
-        self._view = memoryview(data)
+        self._view = memoryview(data)  # slices without copies; keeps ``data`` alive
         self._spans = spans
 
     def __len__(self) -> int:
