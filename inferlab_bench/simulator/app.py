@@ -18,6 +18,7 @@ from starlette.routing import Route
 from inferlab_bench import __version__
 from inferlab_bench.errors import TokenizerError
 from inferlab_bench.simulator import wire
+from inferlab_bench.simulator.arrival import Arrival, arrival_of
 from inferlab_bench.simulator.body import GenerationRequest, Rejection, parse
 from inferlab_bench.simulator.config import RESET_PATHS, SimulatorConfig
 from inferlab_bench.simulator.generation import (
@@ -54,7 +55,7 @@ class Simulator:
 
     async def generate(self, request: Request, *, chat: bool) -> Response:
         """Serve ``/v1/chat/completions`` (chat) or ``/v1/completions``."""
-        arrival_ns, arrival_monotonic = time.time_ns(), time.monotonic()
+        arrival = arrival_of(request.scope)
         parsed = parse(await request.body(), chat=chat)
         if isinstance(parsed, Rejection):
             return _error(parsed)
@@ -62,17 +63,18 @@ class Simulator:
             return _error(
                 Rejection(404, f"The model `{parsed.model}` does not exist.", "NotFoundError")
             )
-        return await self._serve(request, parsed, arrival_ns, arrival_monotonic)
+        return await self._serve(request, parsed, arrival)
 
     async def _serve(
-        self, request: Request, parsed: GenerationRequest, arrival_ns: int, arrival_monotonic: float
+        self, request: Request, parsed: GenerationRequest, arrival: Arrival
     ) -> Response:
         try:
             token_ids = self._token_ids(parsed)
         except TokenizerError as exc:
             return _error(Rejection(400, exc.message))
         index = next(self._arrivals)
-        trace = _trace(request, parsed, index, arrival_ns, len(token_ids))
+        trace = _trace(request, parsed, index, arrival, len(token_ids))
+        arrival_monotonic = arrival.monotonic
         room = self.config.max_model_len - len(token_ids)
         if room < (parsed.sampling.max_tokens or 0) or room < 1:
             return self._reject(
@@ -192,7 +194,7 @@ def _reset_routes(sim: Simulator) -> list[Route]:
 
 
 def _trace(
-    request: Request, parsed: GenerationRequest, index: int, arrival_ns: int, prompt_tokens: int
+    request: Request, parsed: GenerationRequest, index: int, arrival: Arrival, prompt_tokens: int
 ) -> RequestTrace:
     prefix = "chatcmpl" if parsed.chat else "cmpl"
     trace = RequestTrace(
@@ -200,7 +202,8 @@ def _trace(
         request_index=index,
         path=request.url.path,
         stream=parsed.stream,
-        arrival_ns=arrival_ns,
+        arrival_ns=arrival.time_ns,
+        arrival_stamped_at=arrival.stamped_at,
         prompt_tokens=prompt_tokens,
         max_tokens=parsed.sampling.max_tokens,
         min_tokens=parsed.sampling.min_tokens,

@@ -66,6 +66,7 @@ class RequestTrace:
     path: str
     stream: bool
     arrival_ns: int
+    arrival_stamped_at: str = "handler"
     prompt_tokens: int = 0
     max_tokens: int | None = None
     min_tokens: int | None = None

@@ -15,6 +15,7 @@ import uvicorn
 
 from inferlab_bench.errors import ServerError
 from inferlab_bench.simulator.app import Simulator, build_app
+from inferlab_bench.simulator.arrival import stamping_protocol
 from inferlab_bench.simulator.config import SimulatorConfig
 from inferlab_bench.simulator.generation import DroppedConnection
 from inferlab_bench.simulator.ground_truth import GroundTruthLog
@@ -74,6 +75,7 @@ def _uvicorn_config(sim: Simulator, config: SimulatorConfig) -> uvicorn.Config:
         lifespan="off",
         timeout_graceful_shutdown=1,
         timeout_keep_alive=30,
+        http=stamping_protocol() or "auto",
     )
 
 

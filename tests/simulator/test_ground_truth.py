@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import socket
+import time
 from pathlib import Path
 
 import httpx
@@ -65,3 +67,57 @@ def test_a_second_server_appends(
         sim = start_simulator(ground_truth_path=path)
         client.post(f"{sim.base_url}/flush_cache")
     assert len(path.read_text().splitlines()) == 2
+
+
+def _send_slowly(sock: socket.socket, body: bytes, pause_s: float) -> tuple[int, int]:
+    """Send the head of a POST, pause, then its body; the wall-clock ns around the head."""
+    head = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+    )
+    before = time.time_ns()
+    sock.sendall(head)
+    after = time.time_ns()
+    time.sleep(pause_s)
+    sock.sendall(body)
+    return before, after
+
+
+def _read_response(sock: socket.socket) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length = int(
+        next(
+            line.split(b":")[1]
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length")
+        )
+    )
+    while len(rest) < length:
+        rest += sock.recv(65536)
+    return head
+
+
+def test_arrival_is_when_the_first_byte_of_each_request_was_parsed(
+    start_simulator: StartSimulator,
+) -> None:
+    # A client that sends its headers, waits, then sends the body: the server's arrival is
+    # the head's, not the handler's (which runs once the body is in). Two requests on one
+    # keep-alive connection: each is stamped at its own first byte, not the connection's.
+    sim = start_simulator()
+    body = json.dumps(chat_body("slow", max_tokens=2, stream=False)).encode()
+    pause = 0.3
+    with socket.create_connection(("127.0.0.1", sim.port), timeout=10) as sock:
+        sent = [_send_slowly(sock, body, pause)]
+        assert b" 200 " in _read_response(sock)
+        time.sleep(0.1)
+        sent.append(_send_slowly(sock, body, pause))
+        assert b" 200 " in _read_response(sock)
+    records = [r for r in sim.ground_truth() if r["kind"] == "request"]
+    assert len(records) == 2
+    for record, (before, after) in zip(records, sent, strict=True):
+        assert record["arrival_stamped_at"] == "parser"
+        assert before <= record["arrival_ns"] <= after + 50_000_000  # well before the body
+        assert record["end_ns"] - record["arrival_ns"] >= pause * 1e9
