@@ -11,6 +11,7 @@ handler stamps it as before, and the trace says which.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +31,7 @@ class Arrival:
         return cls(time.time_ns(), time.monotonic(), stamped_at)
 
 
-def arrival_of(scope: dict[str, Any]) -> Arrival:
+def arrival_of(scope: Mapping[str, Any]) -> Arrival:
     """The parser's stamp for this request if the protocol left one, else now."""
     stamp = scope.get("state", {}).get(ARRIVAL_KEY)
     return stamp if isinstance(stamp, Arrival) else Arrival.now("handler")
@@ -43,7 +44,7 @@ def stamping_protocol() -> type | None:
     except ImportError:  # httptools is an optional extra of uvicorn
         return None
 
-    class ArrivalStampingProtocol(HttpToolsProtocol):  # type: ignore[misc]
+    class ArrivalStampingProtocol(HttpToolsProtocol):
         def on_message_begin(self) -> None:
             arrival = Arrival.now("parser")
             super().on_message_begin()
