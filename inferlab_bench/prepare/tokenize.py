@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from inferlab_bench.errors import TokenizerError
+from inferlab_bench.prepare.bounds import SegmentBound
 from inferlab_bench.prepare.template import Plans
 from inferlab_bench.versions import package_version
 
@@ -25,12 +25,6 @@ _FINGERPRINT_FILES = (
     "chat_template.jinja",
     "chat_template.json",
 )
-_UNICODE_FORMS = {"NFC", "NFKC", "NFD", "NFKD"}
-_MAX_UTF8_GROWTH = 12
-"""Normalized UTF-8 bytes per input character, at most (4 bytes times NFC's 3x growth cap).
-Segments too short to beat the room even so are not measured: skipping only ever gives a
-weaker bound (0), never a wrong one, so the K forms' larger growth costs nothing but a
-missed shortcut."""
 
 
 class ChatTokenizer:
@@ -40,7 +34,7 @@ class ChatTokenizer:
     _tok: Any
     _backend: Any
     _splitter: re.Pattern[str] | None
-    _bound: _ByteBound | None
+    _bound: SegmentBound | None
     _encode: Any
     _plans: Plans | None
 
@@ -62,7 +56,7 @@ class ChatTokenizer:
         self._backend = getattr(self._tok, "backend_tokenizer", None)
         added = _plain_added_tokens(self._tok, self._backend)
         self._splitter = None if added is None else _splitter(added)
-        self._bound = None if added is None else _ByteBound.for_backend(self._backend, added)
+        self._bound = None if added is None else SegmentBound.for_backend(self._backend, added)
         self._encode = _batch_encoder(self._backend)
         self._plans = Plans.for_tokenizer(self._tok, self.template_kwargs)
 
@@ -216,60 +210,23 @@ def _splitter(contents: list[str]) -> re.Pattern[str]:
     return re.compile("|".join(map(re.escape, ordered)))
 
 
-class _ByteBound:
-    """tokens >= ceil(bytes / longest token) for a segment of byte-level BPE.
-
-    With a ByteLevel pre-tokenizer every token covers a whole number of bytes of its
-    segment and no token is unknown, so a segment of B normalized bytes needs at least
-    B / L tokens, L being the longest vocabulary entry in bytes. Segments hold no added
-    tokens (they were cut out first), and are normalized here exactly as the tokenizer does.
-    """
-
-    def __init__(self, longest: int, normalizer: Any) -> None:
-        self._longest = longest
-        self._normalizer = normalizer
-
-    @classmethod
-    def for_backend(cls, backend: Any, added: list[str]) -> _ByteBound | None:
-        model = backend.model
-        if type(model).__name__ != "BPE" or getattr(model, "dropout", None):
-            return None
-        if "ByteLevel" not in repr(backend.pre_tokenizer):
-            return None
-        normalizer = backend.normalizer
-        if normalizer is not None and type(normalizer).__name__ not in _UNICODE_FORMS:
-            return None
-        longest = max([len(k) for k in backend.get_vocab()] + [len(s.encode()) for s in added])
-        return cls(longest, normalizer)
-
-    def of(self, segment: str, room: int) -> int:
-        if len(segment) * _MAX_UTF8_GROWTH <= self._longest * room:
-            return 0  # even the largest normalized size could not prove more than room
-        if segment.isascii():
-            size = len(segment)  # every Unicode normalization form leaves ASCII unchanged
-        else:
-            normalized = (
-                segment if self._normalizer is None else self._normalizer.normalize_str(segment)
-            )
-            size = len(normalized.encode("utf-8"))
-        return math.ceil(size / self._longest)
-
-
 class PrefixCounter:
     """``CountUpTo`` for one conversation: counts by segments, stops once past the limit.
 
     count(text) = #added tokens + sum(count(segment)) (see ``split_segments``). Segments
-    repeat across the candidate inputs of one conversation and are counted once; a segment
-    whose byte bound already exceeds what is left of the limit is never tokenized. Unknown
-    segments are encoded in one batch per step, as many as are likely to fit the room left
-    (a guess from the tokens per character seen so far; it only decides the batch size,
-    never a count), so a long tail past the limit is rarely tokenized.
+    repeat across the candidate inputs of one conversation and are counted once. A
+    candidate that looks too long is first checked with lower bounds (``bounds``): known
+    counts plus the bounds of the rest already past the limit means it is never tokenized.
+    Otherwise unknown segments are encoded in one batch per step, as many as are likely to
+    fit the room left (a guess from the tokens per character seen so far; it only decides
+    the batch size, never a count), so a long tail past the limit is rarely tokenized.
     """
 
     def __init__(self, tokenizer: ChatTokenizer, rate: TokenRate | None = None) -> None:
         self._tok = tokenizer
         self._rate = rate or TokenRate()
         self._counts: dict[str, int] = {}
+        self._bounds: dict[str, int] = {}
 
     def __call__(self, messages: list[dict[str, str]], limit: int) -> int:
         text = self._tok.render(messages)
@@ -277,18 +234,40 @@ class PrefixCounter:
         if split is None:
             return self._tok.count_texts([text])[0]
         segments, total = split
+        if self._looks_too_long(segments, total, limit):
+            bounded = total + sum(self._at_least(segment, limit) for segment in segments)
+            if bounded > limit:
+                return bounded  # provably too long: never tokenized
         for position, segment in enumerate(segments):
             if total > limit:
                 return total
             count = self._counts.get(segment)
             if count is None:
-                bound = self._tok.lower_bound(segment, limit - total)
+                bound = self._at_least(segment, limit - total)
                 if bound > limit - total:
                     return total + bound  # provably too long: never tokenized
                 self._fetch(segments, position, limit - total)
                 count = self._counts[segment]
             total += count
         return total
+
+    def _looks_too_long(self, segments: list[str], total: int, limit: int) -> bool:
+        """A guess (it only decides whether bounds are worth computing)."""
+        ratio = self._rate.per_char()
+        for segment in segments:
+            known = self._counts.get(segment)
+            total += known if known is not None else int(len(segment) * ratio)
+        return total > limit
+
+    def _at_least(self, segment: str, room: int) -> int:
+        """The exact count if known, else a lower bound (0 if not worth computing)."""
+        count = self._counts.get(segment)
+        if count is not None:
+            return count
+        bound = self._bounds.get(segment)
+        if bound is None:
+            bound = self._bounds[segment] = self._tok.lower_bound(segment, room)
+        return bound
 
     def _fetch(self, segments: list[str], start: int, room: int) -> None:
         """Count ``segments[start]`` and the unknown ones after it likely to fit in ``room``."""
