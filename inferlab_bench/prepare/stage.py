@@ -29,7 +29,7 @@ from inferlab_bench.prepare.materialize import (
 )
 from inferlab_bench.prepare.select import select
 from inferlab_bench.prepare.sharegpt import read_records, read_spans
-from inferlab_bench.prepare.table import build_table
+from inferlab_bench.prepare.table import build_table, int_column, take_rows
 from inferlab_bench.prepare.tokenize import ChatTokenizer, fingerprint
 from inferlab_bench.prepare.write import Entry, remove_stale, write_outputs
 from inferlab_bench.progress import NULL_PROGRESS, ProgressSink
@@ -143,10 +143,9 @@ def _token_table(
 def _census(table: pa.Table, fixed_output: int | None, census: _Census) -> list[tuple[int, str]]:
     """Apply the last rule (short targets) and count everything; return admitted (i, id)."""
     reasons = table.column("reason").to_pylist()
-    # Through a combined Array: ChunkedArray.to_numpy imports pandas (a third of a second).
-    targets = table.column("target_tokens").combine_chunks().to_numpy(zero_copy_only=False)
+    targets = int_column(table, "target_tokens")
     counts: Counter[str] = Counter(r for r in reasons if r is not None)
-    ok = np.array([r is None for r in reasons], dtype=bool)
+    ok = np.fromiter((r is None for r in reasons), dtype=bool, count=len(reasons))
     if fixed_output is None:
         short = ok & (targets < 2)
         counts[Reason.TARGET_SHORTER_THAN_TWO_TOKENS.value] += int(short.sum())
@@ -155,16 +154,16 @@ def _census(table: pa.Table, fixed_output: int | None, census: _Census) -> list[
     census.admitted = int(ok.sum())
     census.reasons = {reason: n for reason, n in sorted(counts.items()) if n}
     positions = np.flatnonzero(ok)
-    ids = table.column("source_id").take(pa.array(positions)).to_pylist()
-    indices = table.column("index").combine_chunks().to_numpy()[positions].tolist()
-    return list(zip(indices, ids, strict=True))
+    ids = table.column("source_id").to_pylist()
+    indices = int_column(table, "index")[positions].tolist()
+    return [(index, ids[position]) for index, position in zip(indices, positions, strict=True)]
 
 
 def _entries(
     table: pa.Table, chosen: list[int], fixed_output: int | None, source: Path
 ) -> list[Entry]:
     """The chosen rows as entries, their messages read back from the verified source."""
-    rows = table.take(pa.array(chosen)).to_pylist()  # table rows are in index order
+    rows = take_rows(table, chosen)  # table rows are in index order
     records = read_spans(source, [(row["record_start"], row["record_stop"]) for row in rows])
     entries = []
     for row, record in zip(rows, records, strict=True):

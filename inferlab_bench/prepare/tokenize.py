@@ -235,7 +235,8 @@ class PrefixCounter:
             return self._tok.count_texts([text])[0]
         segments, total = split
         if self._looks_too_long(segments, total, limit):
-            bounded = total + sum(self._at_least(segment, limit) for segment in segments)
+            # room 0: every segment's bound counts here, however short the segment
+            bounded = total + sum(self._at_least(segment, 0) for segment in segments)
             if bounded > limit:
                 return bounded  # provably too long: never tokenized
         for position, segment in enumerate(segments):
