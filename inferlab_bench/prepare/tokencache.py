@@ -53,7 +53,12 @@ def load_table(key: str) -> pa.Table | None:
         table = pq.ParquetFile(path, memory_map=True).read()
     except (OSError, pa.ArrowInvalid):
         return None
-    return table if table.schema.equals(SCHEMA) else None
+    if not table.schema.equals(SCHEMA):
+        return None
+    counts = [f.name for f in SCHEMA if pa.types.is_integer(f.type)]
+    if any(table.column(name).null_count for name in counts):
+        return None  # never written so: a damaged or foreign file
+    return table
 
 
 def store_table(key: str, table: pa.Table) -> Path:

@@ -74,7 +74,8 @@ def test_reset_asked_but_impossible(
             check_v6,
             "names a server without a prefix-cache reset",
         )
-        # Detection trusts /v1/models (owned_by vllm): POST /reset_prefix_cache -> 404, no profiling.
+        # Detection trusts /v1/models (owned_by vllm):
+        # POST /reset_prefix_cache -> 404, no profiling.
         result = run_case(request)
         failed(result, check_v6, "/reset_prefix_cache failed: HTTP 404")
         assert result.native_command == [] and not [
