@@ -16,11 +16,11 @@ models on its own. For byte-level BPE (no dropout, no unknown bytes) two bounds 
 The pre-tokenizer sees normalized text, but the pre-token bound is counted on the raw
 text, which costs nothing to get: Unicode normalization never turns an ASCII letter or
 digit into a non-letter or non-digit, and the only ASCII non-letters it can absorb into
-another character are ``<``, ``=`` and ``>`` (composed with U+0338 into the symbols
-≮ ≠ ≯), so those count as joiners too. A raw run thus holds at least one letter of the
-normalized text, and two raw runs stay apart (``tests/prepare/test_bounds.py`` checks this
-against the Unicode database). Everything else that changes maps non-ASCII to something,
-which only splits runs further.
+another character are ``<``, ``=`` and ``>`` (composed with U+0338 into ≮ ≠ ≯, which are
+not letters either). So a raw run holds at least one letter of the normalized text, and
+two raw runs stay apart (``tests/prepare/test_bounds.py`` checks this against the Unicode
+database). Everything else that changes maps non-ASCII to something, which only splits
+runs further.
 
 A bound decides "too long" without encoding; it never yields a count.
 """
@@ -57,9 +57,8 @@ _ASCII_LETTER = np.zeros(256, dtype=bool)
 _ASCII_LETTER[np.r_[65:91, 97:123]] = True
 _ASCII_DIGIT = np.zeros(256, dtype=bool)
 _ASCII_DIGIT[48:58] = True
-_JOINER = np.zeros(256, dtype=bool)  # might be, or become, part of a letter run
+_JOINER = np.zeros(256, dtype=bool)  # UTF-8 bytes of non-ASCII characters: maybe letters
 _JOINER[128:] = True
-_JOINER[list(b"<=>")] = True
 
 
 @dataclass(frozen=True)

@@ -80,13 +80,17 @@ def test_the_unicode_facts_the_raw_text_bound_rests_on() -> None:
     # The bound is counted before normalization. It holds because no normalization turns
     # an ASCII letter or digit into a non-letter / non-digit, and the only ASCII
     # non-letters that can be absorbed into another character (canonical composition with
-    # a following mark) are < = > (which the bound treats as joiners).
-    absorbing = set()
+    # a following mark) are < = >, into characters that are not letters or digits.
+    absorbing = {}
     for code in range(0x80, 0x110000):
         decomposed = unicodedata.normalize("NFD", chr(code))
-        if len(decomposed) > 1 and decomposed[0].isascii() and not decomposed[0].isalpha():
-            absorbing.add(decomposed[0])
-    assert absorbing == {"<", "=", ">"}
+        if len(decomposed) > 1 and decomposed[0].isascii():
+            absorbing[chr(code)] = decomposed[0]
+    bases = {base for base in absorbing.values() if not base.isalpha()}
+    assert bases == {"<", "=", ">"}
+    for char, base in absorbing.items():  # a letter stays a letter; the rest are symbols
+        composed = unicodedata.normalize("NFC", char)
+        assert composed.isalpha() if base.isalpha() else not composed.isalnum(), hex(ord(char))
     for char in map(chr, range(128)):
         for form in ("NFC", "NFD", "NFKC", "NFKD"):
             assert unicodedata.normalize(form, char) == char
@@ -148,3 +152,20 @@ def test_only_known_split_patterns_get_the_pre_token_bound() -> None:
     prose = "many short words here " * 500
     assert known.of(prose, 100) > 1000
     assert other.of(prose, 100) == -(-len(prose) // 128)  # bytes over the longest token
+
+
+def test_gpt2_byte_level_pattern_bound_holds_on_a_trained_bpe() -> None:
+    from tokenizers import models, normalizers, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFKC()
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    trainer = trainers.BpeTrainer(
+        vocab_size=600, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator(_texts(3, 300), trainer=trainer)
+    bound = SegmentBound.for_backend(tok, [])
+    assert bound is not None and bound.digits == "runs"
+    for text in _texts(4, 300) + PIECES:
+        count = len(tok.encode(text, add_special_tokens=False).ids)
+        assert bound.of(text, 0) <= count, text
