@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import unicodedata
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -137,7 +138,7 @@ def test_a_provably_long_candidate_is_never_encoded(qwen: ChatTokenizer) -> None
 
 
 def _backend_with(pattern: str | None) -> Any:
-    spec = json.loads(Tokenizer.from_file(f"{QWEN_DIR}/tokenizer.json").to_str())
+    spec = json.loads(Path(QWEN_DIR, "tokenizer.json").read_text())
     if pattern is not None:
         spec["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = pattern
     return Tokenizer.from_str(json.dumps(spec))
