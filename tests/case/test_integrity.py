@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -92,6 +93,17 @@ def test_prefix_bounds_are_the_longest_prefix_shared_with_an_earlier_prompt() ->
     assert common_prefix_length([1, 2, 3], [1, 2, 4, 5]) == 2
     assert prefix_bounds([[1, 2, 3], [1, 2, 4], [9], [1, 2, 4, 7]]) == [0, 2, 0, 3]
     assert prefix_bounds([]) == []
+
+
+def test_prefix_bounds_equal_the_longest_match_over_all_earlier_prompts() -> None:
+    rng = random.Random(3)
+    for _ in range(500):
+        prompts = [[rng.randrange(3) for _ in range(rng.randrange(6))] for _ in range(9)]
+        every_earlier = [
+            max((common_prefix_length(p, prompts[j]) for j in range(k)), default=0)
+            for k, p in enumerate(prompts)
+        ]
+        assert prefix_bounds(prompts) == every_earlier, prompts
 
 
 def test_prompt_token_ids_use_the_real_chat_template() -> None:
