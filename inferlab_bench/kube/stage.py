@@ -15,6 +15,7 @@ from inferlab_bench.case.aiperf_config import build_request_body
 from inferlab_bench.case.reset import ResetTarget
 from inferlab_bench.case.stage import (
     CaseOptions,
+    aiperf_dir,
     check_population,
     measure_outputs,
     planned_config,
@@ -111,7 +112,7 @@ def run_case_on_kube(
         outcome = engine.run_job(
             prepared.manifests.name,
             prepared.custom_resource,
-            request.artifact_dir / "aiperf",
+            aiperf_dir(request),
             deadline,
             options,
             prepared.directory / ENGINE_LOG,
