@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.text import Text
 
@@ -25,24 +26,37 @@ def render_cases(
     title: str = "",
 ) -> None:
     if as_json:
-        print_json(
-            {
-                "cases": {str(c.directory): c.result.model_dump(mode="json") for c in cases},
-                "validity": {str(c.directory): c.validity for c in cases},
-                "trials": [s.model_dump(mode="json") for s in summaries],
-            }
-        )
+        print_json(cases_document(cases, summaries, key=lambda c: str(c.directory)))
         return
     if len(cases) == 1:
         show(case_table(cases[0].result, title=title or load_label(cases[0].request)))
     else:
         show(sweep_table(cases, title=title or str(out)))
+    show_verdicts(cases, summaries)
+    print(f"results in {out.resolve()}", file=sys.stderr)
+
+
+def cases_document(
+    cases: Sequence[SavedCase],
+    summaries: Sequence[MetricSummary],
+    *,
+    key: Callable[[SavedCase], str],
+) -> dict[str, Any]:
+    """The ``--json`` view of saved cases: results, validity, trial summaries."""
+    return {
+        "cases": {key(c): c.result.model_dump(mode="json") for c in cases},
+        "validity": {key(c): c.validity for c in cases},
+        "trials": [s.model_dump(mode="json") for s in summaries],
+    }
+
+
+def show_verdicts(cases: Sequence[SavedCase], summaries: Sequence[MetricSummary]) -> None:
+    """Each case's validity (in full for a single case), then the trial summaries."""
     for case in cases:
         for line in validity_lines(case, detailed=len(cases) == 1):
             show(Text(line))
     for line in trial_lines(tuple(summaries)):
         show(Text(line))
-    print(f"results in {out.resolve()}", file=sys.stderr)
 
 
 def validity_lines(case: SavedCase, *, detailed: bool = False) -> list[str]:

@@ -7,13 +7,12 @@ from pathlib import Path
 
 from rich.text import Text
 
-from inferlab_bench.cli.outcome import validity_lines
+from inferlab_bench.cli.outcome import cases_document, show_verdicts
 from inferlab_bench.cli.render import print_json, report_error, show
 from inferlab_bench.errors import InferlabError, RequestError
 from inferlab_bench.report.figures import case_plots
 from inferlab_bench.report.rundir import find_cases, trial_summaries
 from inferlab_bench.report.tables import case_table, sweep_table
-from inferlab_bench.validity.report import trial_lines
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -38,24 +37,15 @@ def run(args: argparse.Namespace) -> int:
             )
     except InferlabError as exc:
         return report_error(exc)
+    summaries = trial_summaries(args.directory)
     if args.json:
-        print_json(
-            {
-                "cases": {c.label: c.result.model_dump(mode="json") for c in cases},
-                "validity": {c.label: c.validity for c in cases},
-                "trials": [s.model_dump(mode="json") for s in trial_summaries(args.directory)],
-            }
-        )
+        print_json(cases_document(cases, summaries, key=lambda c: c.label))
         return 0
     if len(cases) == 1:
         show(case_table(cases[0].result, title=cases[0].label))
     else:
         show(sweep_table(cases, title=str(args.directory)))
-    for case in cases:
-        for line in validity_lines(case, detailed=len(cases) == 1):
-            show(Text(line))
-    for line in trial_lines(trial_summaries(args.directory)):
-        show(Text(line))
+    show_verdicts(cases, summaries)
     if not args.no_plots:
         for path in case_plots(cases, args.directory / "plots"):
             show(Text(f"plot: {path}"))
