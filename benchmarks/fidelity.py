@@ -12,13 +12,14 @@ of the TTFT p50, which validity.json reports as a figure.
 Client and server share this machine's cores, which no real deployment does: while AIPerf's
 processes (worker, record processors, timing) are busy, the server's event loop waits for a
 core before it reads a request, and the client's clock counts that wait as server time. So
-every point runs twice, side by side: with the cores shared at equal priority, and with the
-server first (AIPerf at nice +10, so the server's wake-up does not queue behind the
-client, as if it had its own machine; the client still competes with itself).
+every point runs in each placement, side by side: ``shared`` (every core, equal priority),
+``server-first`` (AIPerf at nice +10, so the server's wake-up does not queue behind the
+client; the client still competes with itself) and ``isolated`` (the server pinned to one
+core, AIPerf to the others: the nearest one machine gets to two).
 
-    python benchmarks/fidelity.py            # c 1, 8, 32, 64; poisson 5, 20, 60, 400; both
+    python benchmarks/fidelity.py            # c 1, 8, 32, 64; poisson 5, 20, 60, 400; all
     python benchmarks/fidelity.py --quick    # fewer requests per point
-    python benchmarks/fidelity.py --placement server-first   # one placement only
+    python benchmarks/fidelity.py --placement isolated --load c1 p60   # a subset
 """
 
 from __future__ import annotations
@@ -62,13 +63,41 @@ METRICS = (
 @dataclass(frozen=True)
 class Point:
     label: str
+    key: str
     load: BenchLoadInput
     profiling: dict[str, Any]
     requests: int
 
 
-# How the client shares the cores with the server: the nice value AIPerf runs at.
-PLACEMENTS = {"shared": 0, "server-first": 10}
+@dataclass(frozen=True)
+class Placement:
+    """How the client shares the machine with the server."""
+
+    nice: int = 0  # AIPerf's nice value
+    server_cpus: frozenset[int] | None = None  # None: every core
+    client_cpus: frozenset[int] | None = None
+
+    def pin_server(self) -> None:
+        """Pin this process, and so the simulator thread it starts next, to the server's cores."""
+        os.sched_setaffinity(0, self.server_cpus or ALL_CPUS)
+
+    def start_client(self) -> None:
+        """Run in AIPerf's process before exec: its priority and cores."""
+        os.nice(self.nice)
+        os.sched_setaffinity(0, self.client_cpus or ALL_CPUS)
+
+
+ALL_CPUS = frozenset(os.sched_getaffinity(0))
+PLACEMENTS = {
+    "shared": Placement(),
+    "server-first": Placement(nice=10),
+}
+if len(ALL_CPUS) >= 2:
+    # One core for the server, the rest for AIPerf: the nearest this machine gets to two hosts.
+    _first = min(ALL_CPUS)
+    PLACEMENTS["isolated"] = Placement(
+        server_cpus=frozenset({_first}), client_cpus=ALL_CPUS - {_first}
+    )
 
 
 @dataclass(frozen=True)
@@ -93,6 +122,7 @@ def points(quick: bool) -> list[Point]:
         out.append(
             Point(
                 f"concurrency {c}",
+                f"c{c}",
                 ConcurrencyLimited(kind="concurrency_limited", concurrency=c),
                 {"type": "concurrency", "concurrency": c, "requests": n},
                 n,
@@ -103,6 +133,7 @@ def points(quick: bool) -> list[Point]:
         out.append(
             Point(
                 f"poisson {rate:g}/s",
+                f"p{rate:g}",
                 RequestRateLimited(kind="request_rate_limited", request_rate=rate),
                 {"type": "poisson", "rate": rate, "requests": n},
                 n,
@@ -165,15 +196,27 @@ def run_point(point: Point, workdir: Path, placement: str) -> PointResult:
     workdir.mkdir(parents=True)
     population = workdir / "population.jsonl"
     write_population(population, point.requests)
+    chosen = PLACEMENTS[placement]
+    chosen.pin_server()
+    try:
+        return _run_point(point, workdir, population, placement)
+    finally:
+        os.sched_setaffinity(0, ALL_CPUS)
+
+
+def _run_point(point: Point, workdir: Path, population: Path, placement: str) -> PointResult:
     with running_simulator(SimulatorConfig(latency=LATENCY)) as sim:
         config = workdir / "aiperf.json"
         config.write_text(
             json.dumps(aiperf_config(sim.base_url, population, point, workdir / "aiperf"))
         )
         command = [sys.executable, "-m", "aiperf", "profile", "--config", str(config)]
-        nice = PLACEMENTS[placement]
         done = subprocess.run(
-            command, capture_output=True, text=True, check=False, preexec_fn=lambda: os.nice(nice)
+            command,
+            capture_output=True,
+            text=True,
+            check=False,
+            preexec_fn=PLACEMENTS[placement].start_client,
         )
         if done.returncode != 0:
             raise SystemExit(f"{point.label}: aiperf failed\n{done.stdout[-2000:]}")
@@ -275,19 +318,28 @@ def render(results: list[PointResult]) -> str:
 
 
 def main() -> None:
+    all_points = points(quick=False)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer requests per load point")
     parser.add_argument(
         "--placement",
-        choices=[*PLACEMENTS, "both"],
-        default="both",
-        help="share the cores at equal priority, put the server first, or both",
+        choices=[*PLACEMENTS, "all"],
+        nargs="+",
+        default=["all"],
+        help="how client and server share the machine (default: every placement)",
+    )
+    parser.add_argument(
+        "--load",
+        choices=[p.key for p in all_points],
+        nargs="+",
+        help="run only these load points (default: all)",
     )
     args = parser.parse_args()
-    placements = list(PLACEMENTS) if args.placement == "both" else [args.placement]
+    placements = list(PLACEMENTS) if "all" in args.placement else args.placement
+    chosen = [p for p in points(args.quick) if args.load is None or p.key in args.load]
     results = []
     with tempfile.TemporaryDirectory(prefix="fidelity-") as tmp:
-        for i, point in enumerate(points(args.quick)):
+        for i, point in enumerate(chosen):
             for placement in placements:
                 results.append(run_point(point, Path(tmp) / f"point-{i}-{placement}", placement))
                 print(f"done: {point.label} ({placement})", file=sys.stderr, flush=True)
