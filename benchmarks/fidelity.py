@@ -199,12 +199,14 @@ def run_point(point: Point, workdir: Path, placement: str) -> PointResult:
     chosen = PLACEMENTS[placement]
     chosen.pin_server()
     try:
-        return _run_point(point, workdir, population, placement)
+        return _run_point(point, workdir, population, placement, chosen)
     finally:
         os.sched_setaffinity(0, ALL_CPUS)
 
 
-def _run_point(point: Point, workdir: Path, population: Path, placement: str) -> PointResult:
+def _run_point(
+    point: Point, workdir: Path, population: Path, placement: str, chosen: Placement
+) -> PointResult:
     with running_simulator(SimulatorConfig(latency=LATENCY)) as sim:
         config = workdir / "aiperf.json"
         config.write_text(
@@ -216,7 +218,7 @@ def _run_point(point: Point, workdir: Path, population: Path, placement: str) ->
             capture_output=True,
             text=True,
             check=False,
-            preexec_fn=PLACEMENTS[placement].start_client,
+            preexec_fn=chosen.start_client,
         )
         if done.returncode != 0:
             raise SystemExit(f"{point.label}: aiperf failed\n{done.stdout[-2000:]}")

@@ -56,7 +56,7 @@ class DispatchTolerances:
     """How far dispatch may stray before the load generator is said not to have kept up."""
 
     max_dispatch_delay_p95_ms: float = 50.0
-    max_client_send_share_of_ttft: float = 0.05
+    max_client_send_share_of_ttft: float = 0.03
     rate_sigmas: float = 3.0
     rate_floor: float = 0.05
     cv_sigmas: float = 3.0
