@@ -61,8 +61,15 @@ def dataset_source() -> dict[str, Any]:
         "max_input_tokens": 1024,
         "output_tokens": None,
         "catalog": {
-            "upstream_identity": "huggingface:anon8231489123/ShareGPT_Vicuna_unfiltered@bcd32a724d8460ebe14e1d05b0195e30e9a46cb1:ShareGPT_V3_unfiltered_cleaned_split.json",
-            "url": "https://huggingface.co/datasets/anon8231489123/ShareGPT_Vicuna_unfiltered/resolve/bcd32a724d8460ebe14e1d05b0195e30e9a46cb1/ShareGPT_V3_unfiltered_cleaned_split.json",
+            "upstream_identity": (
+                "huggingface:anon8231489123/ShareGPT_Vicuna_unfiltered"
+                "@bcd32a724d8460ebe14e1d05b0195e30e9a46cb1:ShareGPT_V3_unfiltered_cleaned_split.json"
+            ),
+            "url": (
+                "https://huggingface.co/datasets/anon8231489123/ShareGPT_Vicuna_unfiltered"
+                "/resolve/bcd32a724d8460ebe14e1d05b0195e30e9a46cb1"
+                "/ShareGPT_V3_unfiltered_cleaned_split.json"
+            ),
             "sha256": "35f0e213ce091ed9b9af2a1f0755e9d39f9ccec34ab281cd4ca60d70f6479ba4",
             "source_format": "sharegpt-json-array-v1",
             "license": "Apache-2.0",

@@ -154,7 +154,8 @@ def test_population_line_format(dataset: Any, tmp_path: Path) -> None:
     line = Path(result.population.path).read_bytes()  # type: ignore[union-attr]
     n = population(result)[0]["output_length"]
     assert line == (
-        b'{"extra":{"ignore_eos":true,"min_tokens":%d},"messages":[{"content":"say hi","role":"user"}],'
+        b'{"extra":{"ignore_eos":true,"min_tokens":%d},'
+        b'"messages":[{"content":"say hi","role":"user"}],'
         b'"output_length":%d,"session_id":"inferlab-00000000"}\n' % (n, n)
     )
     sha = (tmp_path / "o" / "population.sha256").read_text().split()[0]
