@@ -36,24 +36,40 @@ sys.path.insert(0, str(REPO))
 def _request(source: Path, catalog: Path, out: Path, args: argparse.Namespace, seed: int) -> Any:
     from tests.prepare.conftest import QWEN_DIR, prep_request
 
-    return prep_request(source, catalog, out, locator=QWEN_DIR, required=args.entries,
-                        max_input=args.max_input_tokens, seed=seed)
+    return prep_request(
+        source,
+        catalog,
+        out,
+        locator=QWEN_DIR,
+        required=args.entries,
+        max_input=args.max_input_tokens,
+        seed=seed,
+    )
 
 
-def _ours(source: Path, catalog: Path, out: Path, args: argparse.Namespace, seed: int,
-          queue: Any) -> None:
+def _ours(
+    source: Path, catalog: Path, out: Path, args: argparse.Namespace, seed: int, queue: Any
+) -> None:
     from inferlab_bench.prepare.stage import run_prepare
 
     started = time.perf_counter()
     result = run_prepare(_request(source, catalog, out, args, seed), catalog_dir=catalog)
-    queue.put({"seconds": time.perf_counter() - started, "status": result.status.value,
-               "sha256": result.population.sha256 if result.population else None, **_rss()})
+    queue.put(
+        {
+            "seconds": time.perf_counter() - started,
+            "status": result.status.value,
+            "sha256": result.population.sha256 if result.population else None,
+            **_rss(),
+        }
+    )
 
 
 def _rss() -> dict[str, float]:
     """Peak RSS of this process and of its largest child (our tokenizing workers)."""
-    return {"rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "rss_children_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
+    return {
+        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "rss_children_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+    }
 
 
 class _TimedTokenizer:
@@ -90,16 +106,29 @@ def _reference(source: Path, args: argparse.Namespace, queue: Any) -> None:
     from tests.prepare.reference import reference_select
 
     started = time.perf_counter()
-    tok = _TimedTokenizer(AutoTokenizer.from_pretrained(QWEN_DIR, local_files_only=True),
-                          args.max_input_tokens)
-    ref = reference_select(json.loads(source.read_bytes()), tok, seed=1, required=args.entries,
-                           max_input_tokens=args.max_input_tokens, output_tokens=None)
-    entries = [Entry(i, sid, o["messages"], o["target"], 0, o["input_tokens"], 0,
-                     o["output_length"])
-               for _, i, sid, o in ref["chosen"]]
-    queue.put({"seconds": time.perf_counter() - started,
-               "sha256": hashlib.sha256(population_bytes(entries)).hexdigest(),
-               "tokenizer_time_shares": tok.shares(), **_rss()})
+    tok = _TimedTokenizer(
+        AutoTokenizer.from_pretrained(QWEN_DIR, local_files_only=True), args.max_input_tokens
+    )
+    ref = reference_select(
+        json.loads(source.read_bytes()),
+        tok,
+        seed=1,
+        required=args.entries,
+        max_input_tokens=args.max_input_tokens,
+        output_tokens=None,
+    )
+    entries = [
+        Entry(i, sid, o["messages"], o["target"], 0, o["input_tokens"], 0, o["output_length"])
+        for _, i, sid, o in ref["chosen"]
+    ]
+    queue.put(
+        {
+            "seconds": time.perf_counter() - started,
+            "sha256": hashlib.sha256(population_bytes(entries)).hexdigest(),
+            "tokenizer_time_shares": tok.shares(),
+            **_rss(),
+        }
+    )
 
 
 def _measure(target: Any, *params: Any) -> dict[str, Any]:
@@ -130,11 +159,21 @@ def main() -> None:
 def _run(work: Path, args: argparse.Namespace) -> None:
     os.environ["XDG_CACHE_HOME"] = str(work / "cache")
     source = work / "sharegpt-like.json"
-    subprocess.run([sys.executable, str(REPO / "scripts" / "make_sharegpt_like.py"), str(source),
-                    "--conversations", str(args.conversations)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "make_sharegpt_like.py"),
+            str(source),
+            "--conversations",
+            str(args.conversations),
+        ],
+        check=True,
+    )
     from tests.prepare.conftest import write_catalog
 
-    catalog = write_catalog(work / "catalog", hashlib.sha256(source.read_bytes()).hexdigest(), "http://127.0.0.1:9/")
+    catalog = write_catalog(
+        work / "catalog", hashlib.sha256(source.read_bytes()).hexdigest(), "http://127.0.0.1:9/"
+    )
     cold = _measure(_ours, source, catalog, work / "cold", args, 1)
     warm = _measure(_ours, source, catalog, work / "warm", args, 1)
     # The cache is keyed without the seed: another seed is warm too, and picks other entries.
@@ -144,8 +183,9 @@ def _run(work: Path, args: argparse.Namespace) -> None:
     if not args.skip_reference:
         rows["reference"] = _measure(_reference, source, args)
         rows["cold_speedup"] = rows["reference"]["seconds"] / cold["seconds"]
-        rows["identical_population"] = (rows["reference"]["sha256"] == cold["sha256"]
-                                        == warm["sha256"])
+        rows["identical_population"] = (
+            rows["reference"]["sha256"] == cold["sha256"] == warm["sha256"]
+        )
     rows["conversations"] = args.conversations
     rows["source_mb"] = source.stat().st_size / 1e6
     print(json.dumps(rows, indent=2))

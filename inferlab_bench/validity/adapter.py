@@ -63,9 +63,10 @@ def phase_records(columns: RecordColumns) -> PhaseRecords:
     """The case stage's columns of one phase as validity inputs."""
     good = _floats(columns, "good_request_count")
     return PhaseRecords(
-        session_ids=tuple(cid if cid is not None else f"session-{num}"
-                          for cid, num in zip(columns.conversation_id, columns.session_num,
-                                              strict=True)),
+        session_ids=tuple(
+            cid if cid is not None else f"session-{num}"
+            for cid, num in zip(columns.conversation_id, columns.session_num, strict=True)
+        ),
         start_ns=np.asarray(columns.start_ns, dtype=np.int64),
         end_ns=np.asarray(columns.end_ns, dtype=np.int64),
         succeeded=~np.asarray(columns.has_error, dtype=bool)
@@ -105,8 +106,9 @@ def _credit_issued(columns: RecordColumns) -> Int64Array | None:
     return issued
 
 
-def expectations_from_population(population: Iterable[Mapping[str, Any]],
-                                 evidence: Iterable[Mapping[str, Any]] | None) -> Expectations:
+def expectations_from_population(
+    population: Iterable[Mapping[str, Any]], evidence: Iterable[Mapping[str, Any]] | None
+) -> Expectations:
     """Planned tokens per session: outputs from population lines, inputs from their evidence.
 
     Evidence lines are in population order (one per entry); each carries ``input_tokens``.
@@ -117,18 +119,28 @@ def expectations_from_population(population: Iterable[Mapping[str, Any]],
         return Expectations(output_tokens=outputs)
     entries = list(evidence)
     if len(entries) != len(lines):
-        raise PopulationError(f"population evidence: {len(entries)} entries for "
-                              f"{len(lines)} population lines",
-                              hint="population.jsonl and its evidence come from one prepare run")
-    inputs = {str(line["session_id"]): int(entry["input_tokens"])
-              for line, entry in zip(lines, entries, strict=True) if "input_tokens" in entry}
+        raise PopulationError(
+            f"population evidence: {len(entries)} entries for {len(lines)} population lines",
+            hint="population.jsonl and its evidence come from one prepare run",
+        )
+    inputs = {
+        str(line["session_id"]): int(entry["input_tokens"])
+        for line, entry in zip(lines, entries, strict=True)
+        if "input_tokens" in entry
+    }
     return Expectations(input_tokens=inputs, output_tokens=outputs)
 
 
-def assess_case(records: CaseRecords, load: BenchLoadInput, *,
-                expectations: Expectations | None, population_sha256: str | None,
-                reset_requested: bool, post_reset_cold: bool | None = None,
-                tolerances: Tolerances = DEFAULT_TOLERANCES) -> ValidityDocument:
+def assess_case(
+    records: CaseRecords,
+    load: BenchLoadInput,
+    *,
+    expectations: Expectations | None,
+    population_sha256: str | None,
+    reset_requested: bool,
+    post_reset_cold: bool | None = None,
+    tolerances: Tolerances = DEFAULT_TOLERANCES,
+) -> ValidityDocument:
     """The validity document of one case from the case stage's parsed records.
 
     ``post_reset_cold`` is the case stage's own post-reset verdict (``ColdStartVerdict.cold``),

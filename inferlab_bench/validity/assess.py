@@ -41,8 +41,12 @@ class CaseFacts:
     post_reset_verdict: bool | None = None
 
 
-def assess(profiling: PhaseRecords, warmup: PhaseRecords | None, facts: CaseFacts,
-           tolerances: Tolerances = DEFAULT_TOLERANCES) -> ValidityDocument:
+def assess(
+    profiling: PhaseRecords,
+    warmup: PhaseRecords | None,
+    facts: CaseFacts,
+    tolerances: Tolerances = DEFAULT_TOLERANCES,
+) -> ValidityDocument:
     """Run every check on the profiling phase (warmup adds its cache ratio and digest)."""
     expected = facts.expectations
     sequences = [sequence_digest("profiling", profiling)]
@@ -51,9 +55,11 @@ def assess(profiling: PhaseRecords, warmup: PhaseRecords | None, facts: CaseFact
     return build_document(
         dispatch=assess_dispatch(profiling, facts.load, tolerances.dispatch),
         prompt_tokens=reconcile_prompt_tokens(
-            profiling, expected.input_tokens if expected else None, tolerances.prompt_tokens),
+            profiling, expected.input_tokens if expected else None, tolerances.prompt_tokens
+        ),
         output_tokens=reconcile_output_tokens(
-            profiling, expected.output_tokens if expected else None, tolerances.output_tokens),
+            profiling, expected.output_tokens if expected else None, tolerances.output_tokens
+        ),
         cache=assess_cache(profiling, warmup, facts.reset_requested, facts.post_reset_verdict),
         goodput=token_goodput(profiling),
         population_sha256=facts.population_sha256,

@@ -52,13 +52,18 @@ def phase_cache(phase: str, records: PhaseRecords) -> PhaseCache:
     reported = np.isfinite(cached)
     total_prompt = float(np.nansum(prompt))
     if not reported.any():
-        return PhaseCache(phase=phase, prompt_tokens=int(total_prompt),
-                          cached_prompt_tokens=None, read_ratio=None)
+        return PhaseCache(
+            phase=phase, prompt_tokens=int(total_prompt), cached_prompt_tokens=None, read_ratio=None
+        )
     total_cached = float(cached[reported].sum())
     denominator = float(np.nansum(prompt[reported]))
     ratio = total_cached / denominator if denominator > 0 else None
-    return PhaseCache(phase=phase, prompt_tokens=int(total_prompt),
-                      cached_prompt_tokens=int(total_cached), read_ratio=ratio)
+    return PhaseCache(
+        phase=phase,
+        prompt_tokens=int(total_prompt),
+        cached_prompt_tokens=int(total_cached),
+        read_ratio=ratio,
+    )
 
 
 def first_requests_min_cached(records: PhaseRecords, count: int = FIRST_REQUESTS) -> int | None:
@@ -74,13 +79,20 @@ def stage_check(post_reset_verdict: bool | None) -> Check:
     if post_reset_verdict is None:
         return not_applicable("case_post_reset_check", "the case stage gave no verdict")
     verdict = Verdict.PASS if post_reset_verdict else Verdict.FAIL
-    return Check(name="case_post_reset_check", verdict=verdict,
-                 detail="first profiling requests hit nothing beyond the template prefix")
+    return Check(
+        name="case_post_reset_check",
+        verdict=verdict,
+        detail="first profiling requests hit nothing beyond the template prefix",
+    )
 
 
-def assess_cache(profiling: PhaseRecords, warmup: PhaseRecords | None, reset_requested: bool,
-                 post_reset_verdict: bool | None = None,
-                 first_requests: int = FIRST_REQUESTS) -> CacheColdness:
+def assess_cache(
+    profiling: PhaseRecords,
+    warmup: PhaseRecords | None,
+    reset_requested: bool,
+    post_reset_verdict: bool | None = None,
+    first_requests: int = FIRST_REQUESTS,
+) -> CacheColdness:
     """Per-phase ratios and, when a reset was asked, whether profiling started cold."""
     phases = [phase_cache("profiling", profiling)]
     if warmup is not None and len(warmup):
@@ -102,5 +114,9 @@ def assess_cache(profiling: PhaseRecords, warmup: PhaseRecords | None, reset_req
 def _first_check(lowest: int | None, count: int) -> Check:
     if lowest is None:
         return unknown("first_requests_cold", "the server reports no cached prompt tokens")
-    return at_most("first_requests_cold", float(lowest), 0.0,
-                   f"fewest cached tokens among the first {count} profiling requests")
+    return at_most(
+        "first_requests_cold",
+        float(lowest),
+        0.0,
+        f"fewest cached tokens among the first {count} profiling requests",
+    )

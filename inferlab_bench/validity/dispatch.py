@@ -145,27 +145,37 @@ def held_concurrency(start_ns: Int64Array, end_ns: Int64Array, asked: int) -> fl
     return mean_in_flight(start_ns, end_ns, int(starts[asked - 1]), int(starts[-1]))
 
 
-def delay_check(records: PhaseRecords,
-                tol: DispatchTolerances) -> tuple[Check, Distribution | None]:
+def delay_check(
+    records: PhaseRecords, tol: DispatchTolerances
+) -> tuple[Check, Distribution | None]:
     """p95 of credit-issue-to-start delay against its bound."""
     delays = dispatch_delays_ms(records)
     if delays is None:
         return unknown("dispatch_delay_p95_ms", "AIPerf recorded no credit_issued_ns"), None
     figures = describe(delays)
     observed = None if figures is None else figures.p95
-    check = at_most("dispatch_delay_p95_ms", observed, tol.max_dispatch_delay_p95_ms,
-                    "ms from credit issue to request start")
+    check = at_most(
+        "dispatch_delay_p95_ms",
+        observed,
+        tol.max_dispatch_delay_p95_ms,
+        "ms from credit issue to request start",
+    )
     return check, figures
 
 
-def rate_check(rate: float | None, target: float, cv: float, n: int,
-               tol: DispatchTolerances) -> Check:
+def rate_check(
+    rate: float | None, target: float, cv: float, n: int, tol: DispatchTolerances
+) -> Check:
     """Relative error of the achieved rate within max(floor, z * CV / sqrt(n - 1))."""
     if rate is None:
         return unknown("achieved_rate_relative_error", "fewer than two distinct start times")
     band = max(tol.rate_floor, tol.rate_sigmas * cv / math.sqrt(max(n - 1, 1)))
-    return at_most("achieved_rate_relative_error", abs(rate / target - 1.0), band,
-                   f"achieved {rate:.3f}/s vs target {target:.3f}/s")
+    return at_most(
+        "achieved_rate_relative_error",
+        abs(rate / target - 1.0),
+        band,
+        f"achieved {rate:.3f}/s vs target {target:.3f}/s",
+    )
 
 
 def cv_check(observed: float | None, expected: float, n: int, tol: DispatchTolerances) -> Check:
@@ -174,20 +184,29 @@ def cv_check(observed: float | None, expected: float, n: int, tol: DispatchToler
         return unknown("interarrival_cv_error", "too few gaps between starts")
     shape = 1.0 / (expected * expected)
     band = max(tol.cv_floor, tol.cv_sigmas * cv_standard_error(shape, max(n - 1, 1)))
-    return at_most("interarrival_cv_error", abs(observed - expected), band,
-                   f"CV {observed:.3f} vs expected {expected:.3f}")
+    return at_most(
+        "interarrival_cv_error",
+        abs(observed - expected),
+        band,
+        f"CV {observed:.3f} vs expected {expected:.3f}",
+    )
 
 
 def concurrency_check(held: float | None, asked: int, tol: DispatchTolerances) -> Check:
     """Held / asked concurrency at least the bound (unknown without a steady window)."""
     if held is None:
         return unknown("held_concurrency_ratio", "no steady window: requests <= concurrency")
-    return at_least("held_concurrency_ratio", held / asked, tol.min_held_concurrency_ratio,
-                    f"held {held:.2f} of {asked} in flight")
+    return at_least(
+        "held_concurrency_ratio",
+        held / asked,
+        tol.min_held_concurrency_ratio,
+        f"held {held:.2f} of {asked} in flight",
+    )
 
 
-def assess_dispatch(records: PhaseRecords, load: BenchLoadInput,
-                    tol: DispatchTolerances = DispatchTolerances()) -> DispatchFidelity:
+def assess_dispatch(
+    records: PhaseRecords, load: BenchLoadInput, tol: DispatchTolerances = DispatchTolerances()
+) -> DispatchFidelity:
     """All dispatch checks of one phase for its load shape, and the combined verdict."""
     n = len(records)
     delay, delay_figures = delay_check(records, tol)
@@ -198,8 +217,7 @@ def assess_dispatch(records: PhaseRecords, load: BenchLoadInput,
     asked = held = None
     if isinstance(load, RequestRateLimited):
         target_rate, expected = load.request_rate, expected_cv(load.burstiness)
-        checks += [rate_check(rate, target_rate, expected, n, tol),
-                   cv_check(cv, expected, n, tol)]
+        checks += [rate_check(rate, target_rate, expected, n, tol), cv_check(cv, expected, n, tol)]
     else:
         asked = load.concurrency if isinstance(load, ConcurrencyLimited) else n
         held = held_concurrency(records.start_ns, records.end_ns, asked)
@@ -238,19 +256,23 @@ def client_send(records: PhaseRecords) -> tuple[Distribution | None, float | Non
     return figures, figures.mean / float(np.median(ttft))
 
 
-def send_check(figures: Distribution | None, share: float | None,
-               tol: DispatchTolerances) -> Check:
+def send_check(figures: Distribution | None, share: float | None, tol: DispatchTolerances) -> Check:
     """The client's mean send time as a share of the TTFT p50, against its bound: above it,
     the reported latencies carry that much of the client's own send path."""
     name = "client_send_share_of_ttft"
     if figures is None:
         return unknown(name, "AIPerf recorded no HTTP send timings")
-    return at_most(name, share, tol.max_client_send_share_of_ttft,
-                   f"mean {figures.mean:.2f} ms from request start until sent")
+    return at_most(
+        name,
+        share,
+        tol.max_client_send_share_of_ttft,
+        f"mean {figures.mean:.2f} ms from request start until sent",
+    )
 
 
-def _concurrency_or_na(load: BenchLoadInput, held: float | None, asked: int,
-                       tol: DispatchTolerances) -> Check:
+def _concurrency_or_na(
+    load: BenchLoadInput, held: float | None, asked: int, tol: DispatchTolerances
+) -> Check:
     if isinstance(load, UnboundedRequestRate):
         return not_applicable("held_concurrency_ratio", "unbounded: every request at once")
     return concurrency_check(held, asked, tol)

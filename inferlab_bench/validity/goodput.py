@@ -40,10 +40,16 @@ def token_goodput(records: PhaseRecords) -> TokenGoodput:
     """Sum the tokens of good requests and divide by the window (all None without an SLO)."""
     window = window_seconds(records)
     if records.good is None or window is None:
-        return TokenGoodput(slo_set=records.good is not None, window_seconds=window,
-                            good_requests=None, request_goodput=None, good_output_tokens=None,
-                            good_output_token_goodput=None, good_total_tokens=None,
-                            good_total_token_goodput=None)
+        return TokenGoodput(
+            slo_set=records.good is not None,
+            window_seconds=window,
+            good_requests=None,
+            request_goodput=None,
+            good_output_tokens=None,
+            good_output_token_goodput=None,
+            good_total_tokens=None,
+            good_total_token_goodput=None,
+        )
     good = records.good & records.succeeded
     output = float(np.nansum(records.output_tokens[good]))
     total = output + float(np.nansum(records.prompt_tokens[good]))

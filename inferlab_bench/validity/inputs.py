@@ -39,9 +39,18 @@ class PhaseRecords:
 
     def __post_init__(self) -> None:
         n = len(self.session_ids)
-        for name in ("start_ns", "end_ns", "succeeded", "prompt_tokens", "output_tokens",
-                     "cached_prompt_tokens", "credit_issued_ns", "good", "client_send_ms",
-                     "ttft_ms"):
+        for name in (
+            "start_ns",
+            "end_ns",
+            "succeeded",
+            "prompt_tokens",
+            "output_tokens",
+            "cached_prompt_tokens",
+            "credit_issued_ns",
+            "good",
+            "client_send_ms",
+            "ttft_ms",
+        ):
             column = getattr(self, name)
             if column is not None and len(column) != n:
                 raise ValueError(f"PhaseRecords.{name}: {len(column)} values for {n} records")

@@ -42,11 +42,16 @@ class ValidityDocument(Figures):
         return [name for name, verdict in self.verdicts.items() if verdict is Verdict.FAIL]
 
 
-def build_document(dispatch: DispatchFidelity, prompt_tokens: TokenReconciliation,
-                   output_tokens: TokenReconciliation, cache: CacheColdness,
-                   goodput: TokenGoodput, population_sha256: str | None,
-                   sequences: Sequence[SequenceDigest],
-                   trials: Sequence[MetricSummary] = ()) -> ValidityDocument:
+def build_document(
+    dispatch: DispatchFidelity,
+    prompt_tokens: TokenReconciliation,
+    output_tokens: TokenReconciliation,
+    cache: CacheColdness,
+    goodput: TokenGoodput,
+    population_sha256: str | None,
+    sequences: Sequence[SequenceDigest],
+    trials: Sequence[MetricSummary] = (),
+) -> ValidityDocument:
     """Assemble the document; ``verdict`` combines the four named verdicts."""
     verdicts = {
         "load_generator_kept_up": dispatch.load_generator_kept_up,
@@ -55,9 +60,15 @@ def build_document(dispatch: DispatchFidelity, prompt_tokens: TokenReconciliatio
         "cache_cold": cache.cache_cold,
     }
     return ValidityDocument(
-        verdict=combine(verdicts.values()), verdicts=verdicts, dispatch=dispatch,
-        prompt_tokens=prompt_tokens, output_tokens=output_tokens, cache=cache,
-        goodput=goodput, population_sha256=population_sha256, sequences=tuple(sequences),
+        verdict=combine(verdicts.values()),
+        verdicts=verdicts,
+        dispatch=dispatch,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        cache=cache,
+        goodput=goodput,
+        population_sha256=population_sha256,
+        sequences=tuple(sequences),
         trials=tuple(trials),
     )
 
@@ -103,9 +114,11 @@ def _dispatch_figures(d: DispatchFidelity) -> str:
 def _token_figures(t: TokenReconciliation) -> str:
     if t.difference is None:
         return t.check.detail
-    return (f"{t.mismatched}/{t.compared} off, {t.shorter} short, {t.longer} long; "
-            f"difference p50 {t.difference.p50:+g}, min {t.difference.minimum:+g}, "
-            f"max {t.difference.maximum:+g} tokens")
+    return (
+        f"{t.mismatched}/{t.compared} off, {t.shorter} short, {t.longer} long; "
+        f"difference p50 {t.difference.p50:+g}, min {t.difference.minimum:+g}, "
+        f"max {t.difference.maximum:+g} tokens"
+    )
 
 
 def _cache_figures(c: CacheColdness) -> str:
@@ -115,14 +128,18 @@ def _cache_figures(c: CacheColdness) -> str:
 
 
 def _goodput_figures(g: TokenGoodput) -> str:
-    return (f"{_num(g.request_goodput)} good req/s, {_num(g.good_output_token_goodput)} good "
-            f"output tok/s, {_num(g.good_total_token_goodput)} good total tok/s")
+    return (
+        f"{_num(g.request_goodput)} good req/s, {_num(g.good_output_token_goodput)} good "
+        f"output tok/s, {_num(g.good_total_token_goodput)} good total tok/s"
+    )
 
 
 def _digest_lines(doc: ValidityDocument) -> list[str]:
     lines = [f"  population sha256: {doc.population_sha256 or 'n/a'}"]
-    lines += [f"  {s.phase} sequence sha256: {s.sequence_sha256} ({s.requests} requests)"
-              for s in doc.sequences]
+    lines += [
+        f"  {s.phase} sequence sha256: {s.sequence_sha256} ({s.requests} requests)"
+        for s in doc.sequences
+    ]
     return lines
 
 
@@ -133,8 +150,10 @@ def trial_lines(summaries: Sequence[MetricSummary]) -> list[str]:
         if s.ci_half_width is None:
             lines.append(f"  {s.metric}: {s.mean:.4g} (1 trial: confidence interval unknown)")
         else:
-            lines.append(f"  {s.metric}: {s.mean:.4g} ± {s.ci_half_width:.3g} "
-                         f"({s.confidence:.0%} CI, {s.trials} trials)")
+            lines.append(
+                f"  {s.metric}: {s.mean:.4g} ± {s.ci_half_width:.3g} "
+                f"({s.confidence:.0%} CI, {s.trials} trials)"
+            )
     return lines
 
 
@@ -144,8 +163,9 @@ def comparison_lines(comparisons: Sequence[NoiseComparison]) -> list[str]:
     for c in comparisons:
         p = "" if c.p_value is None else f", p={c.p_value:.3g}"
         noise = c.noise.replace("_", " ")
-        lines.append(f"  {c.metric}: {c.a_mean:.4g} -> {c.b_mean:.4g} "
-                     f"({c.difference:+.4g}{p}): {noise}")
+        lines.append(
+            f"  {c.metric}: {c.a_mean:.4g} -> {c.b_mean:.4g} ({c.difference:+.4g}{p}): {noise}"
+        )
     return lines
 
 

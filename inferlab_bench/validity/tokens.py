@@ -49,8 +49,9 @@ def within(reported: FloatArray, expected: FloatArray, tol: TokenTolerance) -> B
     return np.abs(reported - expected) <= allowance
 
 
-def reconcile(name: str, reported: FloatArray, expected: FloatArray,
-              tol: TokenTolerance) -> TokenReconciliation:
+def reconcile(
+    name: str, reported: FloatArray, expected: FloatArray, tol: TokenTolerance
+) -> TokenReconciliation:
     """Compare two per-request token columns (NaN = absent on that side)."""
     have_expected, have_reported = np.isfinite(expected), np.isfinite(reported)
     both = have_expected & have_reported
@@ -77,29 +78,42 @@ def reconcile(name: str, reported: FloatArray, expected: FloatArray,
 def _check(name: str, fraction: float | None, tol: TokenTolerance, compared: int) -> Check:
     if fraction is None:
         return unknown(name, "no request has both an expected and a reported count")
-    detail = (f"share of {compared} requests off by more than "
-              f"{tol.abs_tokens:g} + {tol.rel:g} * expected tokens")
+    detail = (
+        f"share of {compared} requests off by more than "
+        f"{tol.abs_tokens:g} + {tol.rel:g} * expected tokens"
+    )
     return at_most(name, fraction, tol.max_mismatch_fraction, detail)
 
 
-def reconcile_prompt_tokens(records: PhaseRecords, expected_input: Mapping[str, int] | None,
-                            tol: TokenTolerance = TokenTolerance()) -> TokenReconciliation:
+def reconcile_prompt_tokens(
+    records: PhaseRecords,
+    expected_input: Mapping[str, int] | None,
+    tol: TokenTolerance = TokenTolerance(),
+) -> TokenReconciliation:
     """Server ``usage.prompt_tokens`` vs the population's rendered input tokens."""
-    return _reconcile_column("prompt_tokens_reconciled", records, records.prompt_tokens,
-                             expected_input, tol)
+    return _reconcile_column(
+        "prompt_tokens_reconciled", records, records.prompt_tokens, expected_input, tol
+    )
 
 
-def reconcile_output_tokens(records: PhaseRecords,
-                            expected_output: Mapping[str, int] | int | None,
-                            tol: TokenTolerance = TokenTolerance(rel=0.0)) -> TokenReconciliation:
+def reconcile_output_tokens(
+    records: PhaseRecords,
+    expected_output: Mapping[str, int] | int | None,
+    tol: TokenTolerance = TokenTolerance(rel=0.0),
+) -> TokenReconciliation:
     """Received output tokens vs requested: per session, or one count for every request."""
-    return _reconcile_column("output_lengths_honored", records, records.output_tokens,
-                             expected_output, tol)
+    return _reconcile_column(
+        "output_lengths_honored", records, records.output_tokens, expected_output, tol
+    )
 
 
-def _reconcile_column(name: str, records: PhaseRecords, column: FloatArray,
-                      expected: Mapping[str, int] | int | None,
-                      tol: TokenTolerance) -> TokenReconciliation:
+def _reconcile_column(
+    name: str,
+    records: PhaseRecords,
+    column: FloatArray,
+    expected: Mapping[str, int] | int | None,
+    tol: TokenTolerance,
+) -> TokenReconciliation:
     ok = records.succeeded
     if isinstance(expected, int):
         planned = np.full(int(ok.sum()), float(expected))

@@ -72,22 +72,39 @@ def t_quantile(confidence: float, df: float) -> float:
     return float(stdtrit(df, 0.5 + confidence / 2.0))
 
 
-def summarize(metric: str, values: Sequence[float],
-              confidence: float = CONFIDENCE) -> MetricSummary:
+def summarize(
+    metric: str, values: Sequence[float], confidence: float = CONFIDENCE
+) -> MetricSummary:
     """Mean, sample stddev and t-interval of the mean of one metric's trial values."""
     array = np.asarray(values, dtype=np.float64)
     if array.size == 0 or not np.isfinite(array).all():
         raise ValueError(f"{metric}: trial values must be finite and non-empty, got {values!r}")
     n, mean = int(array.size), float(array.mean())
     if n < 2:
-        return MetricSummary(metric=metric, trials=n, mean=mean, stddev=None, ci_low=None,
-                             ci_high=None, ci_half_width=None, confidence=confidence,
-                             verdict=Verdict.UNKNOWN)
+        return MetricSummary(
+            metric=metric,
+            trials=n,
+            mean=mean,
+            stddev=None,
+            ci_low=None,
+            ci_high=None,
+            ci_half_width=None,
+            confidence=confidence,
+            verdict=Verdict.UNKNOWN,
+        )
     stddev = float(array.std(ddof=1))
     half = t_quantile(confidence, n - 1) * stddev / math.sqrt(n)
-    return MetricSummary(metric=metric, trials=n, mean=mean, stddev=stddev, ci_low=mean - half,
-                         ci_high=mean + half, ci_half_width=half, confidence=confidence,
-                         verdict=Verdict.PASS)
+    return MetricSummary(
+        metric=metric,
+        trials=n,
+        mean=mean,
+        stddev=stddev,
+        ci_low=mean - half,
+        ci_high=mean + half,
+        ci_half_width=half,
+        confidence=confidence,
+        verdict=Verdict.PASS,
+    )
 
 
 def trial_values(trials: Sequence[Mapping[str, float]], metric: str) -> list[float] | None:
@@ -97,9 +114,11 @@ def trial_values(trials: Sequence[Mapping[str, float]], metric: str) -> list[flo
     return [float(trial[metric]) for trial in trials]
 
 
-def summarize_trials(trials: Sequence[Mapping[str, float]],
-                     metrics: Sequence[str] = HEADLINE_METRICS,
-                     confidence: float = CONFIDENCE) -> tuple[MetricSummary, ...]:
+def summarize_trials(
+    trials: Sequence[Mapping[str, float]],
+    metrics: Sequence[str] = HEADLINE_METRICS,
+    confidence: float = CONFIDENCE,
+) -> tuple[MetricSummary, ...]:
     """A summary for each listed metric present in every trial's metrics."""
     found = ((m, trial_values(trials, m)) for m in metrics)
     return tuple(summarize(m, values, confidence) for m, values in found if values)
@@ -115,8 +134,9 @@ class _WelchTest:
     noise: Noise = "unknown"
 
 
-def welch(metric: str, a: Sequence[float], b: Sequence[float],
-          confidence: float = CONFIDENCE) -> NoiseComparison:
+def welch(
+    metric: str, a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE
+) -> NoiseComparison:
     """Whether mean(b) - mean(a) is beyond the trial-to-trial noise (two-sided Welch test)."""
     xa, xb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if xa.size == 0 or xb.size == 0:
@@ -124,11 +144,20 @@ def welch(metric: str, a: Sequence[float], b: Sequence[float],
     ma, mb = float(xa.mean()), float(xb.mean())
     test = _welch_test(xa, xb, confidence) if min(xa.size, xb.size) >= 2 else _WelchTest()
     return NoiseComparison(
-        metric=metric, a_trials=int(xa.size), b_trials=int(xb.size), a_mean=ma, b_mean=mb,
-        difference=mb - ma, relative_difference=(mb - ma) / abs(ma) if ma else None,
-        t_statistic=test.t_statistic, degrees_of_freedom=test.degrees_of_freedom,
-        p_value=test.p_value, ci_low=test.ci_low, ci_high=test.ci_high,
-        confidence=confidence, noise=test.noise,
+        metric=metric,
+        a_trials=int(xa.size),
+        b_trials=int(xb.size),
+        a_mean=ma,
+        b_mean=mb,
+        difference=mb - ma,
+        relative_difference=(mb - ma) / abs(ma) if ma else None,
+        t_statistic=test.t_statistic,
+        degrees_of_freedom=test.degrees_of_freedom,
+        p_value=test.p_value,
+        ci_low=test.ci_low,
+        ci_high=test.ci_high,
+        confidence=confidence,
+        noise=test.noise,
     )
 
 
@@ -137,20 +166,32 @@ def _welch_test(xa: FloatArray, xb: FloatArray, confidence: float) -> _WelchTest
     diff, se = float(xb.mean() - xa.mean()), math.sqrt(va + vb)
     if se == 0:
         # No spread in either sample: any difference at all exceeds the observed noise.
-        return _WelchTest(p_value=1.0 if diff == 0 else 0.0, ci_low=diff, ci_high=diff,
-                          noise="within_noise" if diff == 0 else "beyond_noise")
+        return _WelchTest(
+            p_value=1.0 if diff == 0 else 0.0,
+            ci_low=diff,
+            ci_high=diff,
+            noise="within_noise" if diff == 0 else "beyond_noise",
+        )
     df = (va + vb) ** 2 / (va**2 / (xa.size - 1) + vb**2 / (xb.size - 1))
     t = diff / se
     p = float(2.0 * stdtr(df, -abs(t)))
     half = t_quantile(confidence, df) * se
-    return _WelchTest(t_statistic=t, degrees_of_freedom=df, p_value=p, ci_low=diff - half,
-                      ci_high=diff + half,
-                      noise="beyond_noise" if p < 1 - confidence else "within_noise")
+    return _WelchTest(
+        t_statistic=t,
+        degrees_of_freedom=df,
+        p_value=p,
+        ci_low=diff - half,
+        ci_high=diff + half,
+        noise="beyond_noise" if p < 1 - confidence else "within_noise",
+    )
 
 
-def compare_trials(a: Sequence[Mapping[str, float]], b: Sequence[Mapping[str, float]],
-                   metrics: Sequence[str] = HEADLINE_METRICS,
-                   confidence: float = CONFIDENCE) -> tuple[NoiseComparison, ...]:
+def compare_trials(
+    a: Sequence[Mapping[str, float]],
+    b: Sequence[Mapping[str, float]],
+    metrics: Sequence[str] = HEADLINE_METRICS,
+    confidence: float = CONFIDENCE,
+) -> tuple[NoiseComparison, ...]:
     """Welch's comparison for each listed metric present in every trial of both sides."""
     out = []
     for metric in metrics:

@@ -107,8 +107,10 @@ def test_prefix_bounds_equal_the_longest_match_over_all_earlier_prompts() -> Non
 
 
 def test_prompt_token_ids_use_the_real_chat_template() -> None:
-    messages = [[{"role": "user", "content": "Entry 1: cats."}],
-                [{"role": "user", "content": "Entry 2: trains."}]]
+    messages = [
+        [{"role": "user", "content": "Entry 1: cats."}],
+        [{"role": "user", "content": "Entry 2: trains."}],
+    ]
     a, b = prompt_token_ids(TOKENIZER_DIR, messages, {})
     assert a != b and prompt_tokens(messages[0]) == len(a)
     shared = prefix_bounds([a, b])[1]

@@ -151,8 +151,15 @@ def test_strict_fails_a_case_whose_load_generator_fell_behind(tmp_path: Path) ->
     """5000 req/s is far beyond what AIPerf sends from two cores: the verdict flips to fail."""
     config = SimulatorConfig(model="sim", tokenizer=TOKENIZER_DIR, latency=LatencyConfig.zero())
     with running_simulator(config) as sim:
-        proc = cli("run", *common(sim.base_url, tmp_path), "--rate", "5000", "--requests", "300",
-                   "--strict")
+        proc = cli(
+            "run",
+            *common(sim.base_url, tmp_path),
+            "--rate",
+            "5000",
+            "--requests",
+            "300",
+            "--strict",
+        )
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "--strict: validity verdict failed: " in proc.stderr
     assert "load_generator_kept_up" in proc.stderr

@@ -29,12 +29,19 @@ def population_lines(n: int) -> list[dict[str, Any]]:
     lines = []
     for i in range(n):
         # Long enough (60-110 tokens) that a stale cache shows as whole 16-token blocks.
-        text = (f"Question {i}: tell me about {TOPICS[i % 8]}, their history and how they form"
-                + ", with more detail on each part" * (6 + i % 8))
+        text = (
+            f"Question {i}: tell me about {TOPICS[i % 8]}, their history and how they form"
+            + ", with more detail on each part" * (6 + i % 8)
+        )
         out = 4 + i % 7
-        lines.append({"extra": {"ignore_eos": True, "min_tokens": out},
-                      "messages": [{"role": "user", "content": text}],
-                      "output_length": out, "session_id": f"inferlab-{i:08d}"})
+        lines.append(
+            {
+                "extra": {"ignore_eos": True, "min_tokens": out},
+                "messages": [{"role": "user", "content": text}],
+                "output_length": out,
+                "session_id": f"inferlab-{i:08d}",
+            }
+        )
     return lines
 
 
@@ -49,8 +56,9 @@ def write_population(directory: Path, n: int) -> tuple[Path, bytes, Expectations
     path.write_bytes(data)
     inputs = {}
     for line in lines:
-        ids = tokenizer.apply_chat_template(line["messages"], add_generation_prompt=True,
-                                            tokenize=True)
+        ids = tokenizer.apply_chat_template(
+            line["messages"], add_generation_prompt=True, tokenize=True
+        )
         inputs[line["session_id"]] = len(ids["input_ids"] if isinstance(ids, Mapping) else ids)
     outputs = {line["session_id"]: line["output_length"] for line in lines}
     return path, data, Expectations(input_tokens=inputs, output_tokens=outputs)
@@ -66,8 +74,14 @@ def prewarm_and_reset(base_url: str, population: Path) -> None:
         client.post(f"{base_url}/reset_prefix_cache").raise_for_status()
 
 
-def run_aiperf(directory: Path, base_url: str, population: Path, profiling: dict[str, Any],
-               slos: dict[str, float] | None = None, seed: int = 7) -> Path:
+def run_aiperf(
+    directory: Path,
+    base_url: str,
+    population: Path,
+    profiling: dict[str, Any],
+    slos: dict[str, float] | None = None,
+    seed: int = 7,
+) -> Path:
     """Run ``aiperf profile --config`` and return the records file (PREFIX.jsonl)."""
     entries = sum(1 for _ in population.open("rb"))
     config = {
@@ -75,19 +89,33 @@ def run_aiperf(directory: Path, base_url: str, population: Path, profiling: dict
         "randomSeed": seed,
         "benchmark": {
             "model": "sim-model",
-            "endpoint": {"url": f"{base_url}/v1/chat/completions", "type": "chat",
-                         "streaming": True, "timeout": 60, "useServerTokenCount": True,
-                         "extra": {"ignore_eos": True, "n": 1,
-                                   "stream_options": {"include_usage": True}}},
-            "dataset": {"type": "file", "path": str(population), "format": "mooncake_trace",
-                        "entries": entries, "sampling": "sequential"},
+            "endpoint": {
+                "url": f"{base_url}/v1/chat/completions",
+                "type": "chat",
+                "streaming": True,
+                "timeout": 60,
+                "useServerTokenCount": True,
+                "extra": {"ignore_eos": True, "n": 1, "stream_options": {"include_usage": True}},
+            },
+            "dataset": {
+                "type": "file",
+                "path": str(population),
+                "format": "mooncake_trace",
+                "entries": entries,
+                "sampling": "sequential",
+            },
             "profiling": profiling,
             "tokenizer": {"name": qwen_dir()},
             "runtime": {"ui": "none"},
             "gpuTelemetry": {"enabled": False},
             "serverMetrics": {"enabled": False},
-            "artifacts": {"dir": str(directory / "aiperf"), "prefix": "p", "summary": ["json"],
-                          "records": ["jsonl"], "raw": False},
+            "artifacts": {
+                "dir": str(directory / "aiperf"),
+                "prefix": "p",
+                "summary": ["json"],
+                "records": ["jsonl"],
+                "raw": False,
+            },
         },
     }
     if slos:
@@ -107,22 +135,30 @@ def phase_records(records_path: Path, phase: str = "profiling") -> PhaseRecords:
     meta = [r["metadata"] for r in rows]
 
     def metric(tag: str) -> np.ndarray:
-        return np.array([r.get("metrics", {}).get(tag, {}).get("value", np.nan) for r in rows],
-                        dtype=np.float64)
+        return np.array(
+            [r.get("metrics", {}).get(tag, {}).get("value", np.nan) for r in rows], dtype=np.float64
+        )
 
     good = metric("good_request_count")
     return PhaseRecords(
         session_ids=tuple(m["conversation_id"] for m in meta),
         start_ns=np.array([m["request_start_ns"] for m in meta], dtype=np.int64),
         end_ns=np.array([m["request_end_ns"] for m in meta], dtype=np.int64),
-        succeeded=np.array([not m["was_cancelled"] and r.get("error") is None
-                            for m, r in zip(meta, rows, strict=True)], dtype=bool),
+        succeeded=np.array(
+            [
+                not m["was_cancelled"] and r.get("error") is None
+                for m, r in zip(meta, rows, strict=True)
+            ],
+            dtype=bool,
+        ),
         prompt_tokens=metric("usage_prompt_tokens"),
         output_tokens=metric("output_sequence_length"),
         cached_prompt_tokens=metric("usage_prompt_cache_read_tokens"),
         credit_issued_ns=np.array([m["credit_issued_ns"] for m in meta], dtype=np.int64),
         good=None if np.isnan(good).all() else good == 1,
-        client_send_ms=np.nansum([metric(t) for t in ("http_req_blocked", "http_req_connecting",
-                                                      "http_req_sending")], axis=0),
+        client_send_ms=np.nansum(
+            [metric(t) for t in ("http_req_blocked", "http_req_connecting", "http_req_sending")],
+            axis=0,
+        ),
         ttft_ms=metric("time_to_first_token"),
     )

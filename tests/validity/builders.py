@@ -14,12 +14,20 @@ def ids(n: int, first: int = 0) -> tuple[str, ...]:
     return tuple(f"inferlab-{i:08d}" for i in range(first, first + n))
 
 
-def records(start_ns: np.ndarray, end_ns: np.ndarray | None = None, *,
-            issued_ns: np.ndarray | None = None, prompt: float | np.ndarray = 100.0,
-            output: float | np.ndarray = 10.0, cached: float | np.ndarray = 0.0,
-            good: np.ndarray | None = None, succeeded: np.ndarray | None = None,
-            session_ids: tuple[str, ...] | None = None,
-            send_ms: float | np.ndarray | None = 0.5, ttft_ms: float = 40.0) -> PhaseRecords:
+def records(
+    start_ns: np.ndarray,
+    end_ns: np.ndarray | None = None,
+    *,
+    issued_ns: np.ndarray | None = None,
+    prompt: float | np.ndarray = 100.0,
+    output: float | np.ndarray = 10.0,
+    cached: float | np.ndarray = 0.0,
+    good: np.ndarray | None = None,
+    succeeded: np.ndarray | None = None,
+    session_ids: tuple[str, ...] | None = None,
+    send_ms: float | np.ndarray | None = 0.5,
+    ttft_ms: float = 40.0,
+) -> PhaseRecords:
     n = len(start_ns)
     start = np.asarray(start_ns, dtype=np.int64)
     return PhaseRecords(
@@ -32,7 +40,8 @@ def records(start_ns: np.ndarray, end_ns: np.ndarray | None = None, *,
         cached_prompt_tokens=np.broadcast_to(np.asarray(cached, dtype=np.float64), n).copy(),
         credit_issued_ns=start - MS if issued_ns is None else issued_ns,
         good=good,
-        client_send_ms=None if send_ms is None
+        client_send_ms=None
+        if send_ms is None
         else np.broadcast_to(np.asarray(send_ms, dtype=np.float64), n).copy(),
         ttft_ms=np.full(n, ttft_ms),
     )

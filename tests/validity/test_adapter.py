@@ -12,27 +12,45 @@ from inferlab_bench.validity import Verdict, assess_case, expectations_from_popu
 from inferlab_bench.validity.adapter import phase_records
 from tests.validity.builders import MS, T0, ids
 
-TAGS = ("time_to_first_token", "request_latency", "inter_token_latency",
-        "output_sequence_length", "good_request_count", "usage_prompt_tokens",
-        "usage_prompt_cache_read_tokens", "http_req_blocked", "http_req_connecting",
-        "http_req_sending")
+TAGS = (
+    "time_to_first_token",
+    "request_latency",
+    "inter_token_latency",
+    "output_sequence_length",
+    "good_request_count",
+    "usage_prompt_tokens",
+    "usage_prompt_cache_read_tokens",
+    "http_req_blocked",
+    "http_req_connecting",
+    "http_req_sending",
+)
 
 
 def columns(n: int, *, good: float = np.nan, first: int = 0) -> RecordColumns:
     start = T0 + np.arange(n, dtype=np.int64) * 100 * MS
     values = {tag: np.full(n, np.nan) for tag in TAGS}
-    values.update(usage_prompt_tokens=np.full(n, 50.0), output_sequence_length=np.full(n, 8.0),
-                  usage_prompt_cache_read_tokens=np.zeros(n), good_request_count=np.full(n, good),
-                  time_to_first_token=np.full(n, 40.0), http_req_sending=np.full(n, 0.5))
+    values.update(
+        usage_prompt_tokens=np.full(n, 50.0),
+        output_sequence_length=np.full(n, 8.0),
+        usage_prompt_cache_read_tokens=np.zeros(n),
+        good_request_count=np.full(n, good),
+        time_to_first_token=np.full(n, 40.0),
+        http_req_sending=np.full(n, 0.5),
+    )
     if n:
         values["http_req_connecting"][0] = 3.0  # the first request opened the connection
     errors = np.zeros(n, dtype=bool)
     errors[-1:] = True
     return RecordColumns(
-        session_num=np.arange(n, dtype=np.int64), conversation_id=list(ids(n, first)),
-        x_request_id=[None] * n, credit_issued_ns=start - MS, start_ns=start,
+        session_num=np.arange(n, dtype=np.int64),
+        conversation_id=list(ids(n, first)),
+        x_request_id=[None] * n,
+        credit_issued_ns=start - MS,
+        start_ns=start,
         end_ns=start + 90 * MS,
-        was_cancelled=np.zeros(n, dtype=bool), has_error=errors, error_message=[None] * n,
+        was_cancelled=np.zeros(n, dtype=bool),
+        has_error=errors,
+        error_message=[None] * n,
         metrics=values,
     )
 
@@ -49,9 +67,13 @@ def test_client_send_time_adds_its_traced_parts_and_is_shared_of_ttft() -> None:
     records = phase_records(columns(10))
     assert records.client_send_ms is not None
     assert records.client_send_ms.tolist() == [3.5] + [0.5] * 9  # blocked absent: 0
-    doc = assess_case(CaseRecords(warmup=columns(0), profiling=columns(10)),
-                      ConcurrencyLimited(kind="concurrency_limited", concurrency=1),
-                      expectations=None, population_sha256=None, reset_requested=False)
+    doc = assess_case(
+        CaseRecords(warmup=columns(0), profiling=columns(10)),
+        ConcurrencyLimited(kind="concurrency_limited", concurrency=1),
+        expectations=None,
+        population_sha256=None,
+        reset_requested=False,
+    )
     assert doc.dispatch.client_send_ms is not None and doc.dispatch.client_send_ms.mean == 0.8
     assert doc.dispatch.client_send_share_of_ttft == pytest.approx(0.8 / 40.0)
 
@@ -68,8 +90,10 @@ def test_no_good_request_count_means_no_slo() -> None:
 
 
 def test_expectations_come_from_population_lines_and_their_evidence() -> None:
-    population = [{"session_id": "inferlab-00000000", "output_length": 8},
-                  {"session_id": "inferlab-00000001", "output_length": 9}]
+    population = [
+        {"session_id": "inferlab-00000000", "output_length": 8},
+        {"session_id": "inferlab-00000001", "output_length": 9},
+    ]
     evidence = [{"index": 0, "input_tokens": 50}, {"index": 1, "input_tokens": 51}]
     expected = expectations_from_population(population, evidence)
     assert expected.input_tokens == {"inferlab-00000000": 50, "inferlab-00000001": 51}
@@ -83,9 +107,14 @@ def test_assess_case_carries_the_stage_cold_start_verdict() -> None:
     records = CaseRecords(warmup=columns(2, first=100), profiling=columns(12))
     population = [{"session_id": s, "output_length": 8} for s in ids(12)]
     evidence = [{"input_tokens": 50}] * 12
-    doc = assess_case(records, ConcurrencyLimited(kind="concurrency_limited", concurrency=1),
-                      expectations=expectations_from_population(population, evidence),
-                      population_sha256="00" * 32, reset_requested=True, post_reset_cold=False)
+    doc = assess_case(
+        records,
+        ConcurrencyLimited(kind="concurrency_limited", concurrency=1),
+        expectations=expectations_from_population(population, evidence),
+        population_sha256="00" * 32,
+        reset_requested=True,
+        post_reset_cold=False,
+    )
     assert doc.verdicts["prompt_tokens_reconciled"] is Verdict.PASS
     assert doc.verdicts["output_lengths_honored"] is Verdict.PASS
     assert doc.verdicts["cache_cold"] is Verdict.FAIL

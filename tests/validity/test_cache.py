@@ -28,8 +28,10 @@ def test_cached_reads_on_every_first_request_after_a_reset_fail() -> None:
 def test_the_case_stage_verdict_is_carried() -> None:
     result = assess_cache(records(STARTS, cached=0.0), None, True, post_reset_verdict=False)
     assert result.cache_cold is Verdict.FAIL
-    assert assess_cache(records(STARTS), None, True, post_reset_verdict=True).cache_cold \
+    assert (
+        assess_cache(records(STARTS), None, True, post_reset_verdict=True).cache_cold
         is Verdict.PASS
+    )
 
 
 def test_no_reported_cache_reads_are_unknown() -> None:

@@ -43,13 +43,18 @@ from tests.validity.aiperf_e2e import (
 pytestmark = pytest.mark.slow
 
 REQUESTS = 24
-SLOW_ENOUGH = LatencyConfig(prefill_base_ms=5, prefill_ms_per_token=0.05, decode_base_ms=20,
-                            decode_ms_per_seq=0.2)
+SLOW_ENOUGH = LatencyConfig(
+    prefill_base_ms=5, prefill_ms_per_token=0.05, decode_base_ms=20, decode_ms_per_seq=0.2
+)
 # The simulator's TTFT here is a few ms, so the client's ~1 ms send path is a large share of
 # it: these runs check the other properties, not that share (tests/validity/test_dispatch.py).
-LOADED_MACHINE = Tolerances(dispatch=DispatchTolerances(max_dispatch_delay_p95_ms=250.0,
-                                                        min_held_concurrency_ratio=0.8,
-                                                        max_client_send_share_of_ttft=1.0))
+LOADED_MACHINE = Tolerances(
+    dispatch=DispatchTolerances(
+        max_dispatch_delay_p95_ms=250.0,
+        min_held_concurrency_ratio=0.8,
+        max_client_send_share_of_ttft=1.0,
+    )
+)
 CONCURRENCY = ConcurrencyLimited(kind="concurrency_limited", concurrency=4)
 
 
@@ -74,33 +79,53 @@ def population(tmp_path_factory: pytest.TempPathFactory) -> Population:
     return Population(path, data, expected)
 
 
-def run_case(directory: Path, population: Population, faults: FaultConfig, load: BenchLoadInput,
-             profiling: dict[str, object], *, latency: LatencyConfig = SLOW_ENOUGH,
-             reset: bool = False, slos: dict[str, float] | None = None) -> Run:
+def run_case(
+    directory: Path,
+    population: Population,
+    faults: FaultConfig,
+    load: BenchLoadInput,
+    profiling: dict[str, object],
+    *,
+    latency: LatencyConfig = SLOW_ENOUGH,
+    reset: bool = False,
+    slos: dict[str, float] | None = None,
+) -> Run:
     config = SimulatorConfig(tokenizer=qwen_dir(), latency=latency, faults=faults)
     with running_simulator(config) as sim:
         if reset:
             prewarm_and_reset(sim.base_url, population.path)
         records_path = run_aiperf(directory, sim.base_url, population.path, profiling, slos)
     records = phase_records(records_path)
-    facts = CaseFacts(load=load, expectations=population.expected,
-                      population_sha256=population_sha256(population.data), reset_requested=reset)
+    facts = CaseFacts(
+        load=load,
+        expectations=population.expected,
+        population_sha256=population_sha256(population.data),
+        reset_requested=reset,
+    )
     return Run(records, assess(records, None, facts, LOADED_MACHINE), records_path, load)
 
 
 @pytest.fixture(scope="module")
 def healthy(tmp_path_factory: pytest.TempPathFactory, population: Population) -> Iterator[Run]:
     profiling = {"type": "concurrency", "concurrency": 4, "requests": REQUESTS}
-    yield run_case(tmp_path_factory.mktemp("healthy"), population, FaultConfig(), CONCURRENCY,
-                   profiling, reset=True, slos={"request_latency": 60_000})
+    yield run_case(
+        tmp_path_factory.mktemp("healthy"),
+        population,
+        FaultConfig(),
+        CONCURRENCY,
+        profiling,
+        reset=True,
+        slos={"request_latency": 60_000},
+    )
 
 
 @pytest.fixture(scope="module")
 def faulty(tmp_path_factory: pytest.TempPathFactory, population: Population) -> Iterator[Run]:
     faults = FaultConfig(prompt_tokens_offset=7, ignore_min_tokens=True, reset_noop=True)
     profiling = {"type": "concurrency", "concurrency": 4, "requests": REQUESTS}
-    yield run_case(tmp_path_factory.mktemp("faulty"), population, faults, CONCURRENCY, profiling,
-                   reset=True)
+    yield run_case(
+        tmp_path_factory.mktemp("faulty"), population, faults, CONCURRENCY, profiling, reset=True
+    )
 
 
 def poisson(rate: float) -> RequestRateLimited:
@@ -124,8 +149,9 @@ def test_the_healthy_case_proves_which_work_it_sent(healthy: Run, population: Po
     assert healthy.doc.population_sha256 == population_sha256(population.path.read_bytes())
 
 
-def test_token_goodput_with_a_loose_slo_counts_every_planned_token(healthy: Run,
-                                                                   population: Population) -> None:
+def test_token_goodput_with_a_loose_slo_counts_every_planned_token(
+    healthy: Run, population: Population
+) -> None:
     goodput = healthy.doc.goodput
     outputs = sum(population.expected.output_tokens.values())
     inputs = sum(population.expected.input_tokens.values())
@@ -159,12 +185,16 @@ def test_a_reset_that_clears_nothing_fails_cache_coldness(faulty: Run) -> None:
 
 def test_server_faults_do_not_blame_the_load_generator(faulty: Run) -> None:
     assert faulty.doc.verdicts["load_generator_kept_up"] is Verdict.PASS
-    assert set(faulty.doc.failed()) == {"prompt_tokens_reconciled", "output_lengths_honored",
-                                        "cache_cold"}
+    assert set(faulty.doc.failed()) == {
+        "prompt_tokens_reconciled",
+        "output_lengths_honored",
+        "cache_cold",
+    }
 
 
-def test_a_poisson_load_the_client_can_send_keeps_up(tmp_path: Path,
-                                                     population: Population) -> None:
+def test_a_poisson_load_the_client_can_send_keeps_up(
+    tmp_path: Path, population: Population
+) -> None:
     profiling = {"type": "poisson", "rate": 12.0, "requests": REQUESTS}
     run = run_case(tmp_path, population, FaultConfig(), poisson(12.0), profiling)
     dispatch = run.doc.dispatch
@@ -176,8 +206,9 @@ def test_a_rate_far_above_what_two_cores_can_send_is_flagged(tmp_path: Path) -> 
     path, data, expected = write_population(tmp_path, 300)
     big = Population(path, data, expected)
     profiling = {"type": "poisson", "rate": 5000.0, "requests": 300}
-    run = run_case(tmp_path, big, FaultConfig(), poisson(5000.0), profiling,
-                   latency=LatencyConfig.zero())
+    run = run_case(
+        tmp_path, big, FaultConfig(), poisson(5000.0), profiling, latency=LatencyConfig.zero()
+    )
     dispatch = run.doc.dispatch
     checks = {c.name: c.verdict for c in dispatch.checks}
     assert dispatch.load_generator_kept_up is Verdict.FAIL
@@ -188,12 +219,17 @@ def test_a_rate_far_above_what_two_cores_can_send_is_flagged(tmp_path: Path) -> 
 
 @pytest.mark.parametrize("name", ["healthy", "faulty"])
 def test_the_case_adapter_agrees_on_the_case_stage_records(
-        name: str, request: pytest.FixtureRequest, population: Population) -> None:
+    name: str, request: pytest.FixtureRequest, population: Population
+) -> None:
     run: Run = request.getfixturevalue(name)
-    doc = assess_case(read_records(run.records_path), run.load,
-                      expectations=population.expected,
-                      population_sha256=population_sha256(population.data),
-                      reset_requested=True, tolerances=LOADED_MACHINE)
+    doc = assess_case(
+        read_records(run.records_path),
+        run.load,
+        expectations=population.expected,
+        population_sha256=population_sha256(population.data),
+        reset_requested=True,
+        tolerances=LOADED_MACHINE,
+    )
     for verdict in ("prompt_tokens_reconciled", "output_lengths_honored", "cache_cold"):
         assert doc.verdicts[verdict] is run.doc.verdicts[verdict]
     assert [s.sequence_sha256 for s in doc.sequences] == [

@@ -24,17 +24,23 @@ LOAD = ConcurrencyLimited(kind="concurrency_limited", concurrency=4)
 
 
 def facts(prompt: int = 100) -> CaseFacts:
-    expected = Expectations(input_tokens={s: prompt for s in ids(40)},
-                            output_tokens={s: 10 for s in ids(40)})
-    return CaseFacts(load=LOAD, expectations=expected, population_sha256="ab" * 32,
-                     reset_requested=True)
+    expected = Expectations(
+        input_tokens={s: prompt for s in ids(40)}, output_tokens={s: 10 for s in ids(40)}
+    )
+    return CaseFacts(
+        load=LOAD, expectations=expected, population_sha256="ab" * 32, reset_requested=True
+    )
 
 
 def test_a_healthy_case_passes_every_verdict() -> None:
     doc = assess(closed_loop(4, 40, latency_ms=100, gap_ms=1), None, facts())
     assert doc.verdict is Verdict.PASS, doc.verdicts
-    assert set(doc.verdicts) == {"load_generator_kept_up", "prompt_tokens_reconciled",
-                                 "output_lengths_honored", "cache_cold"}
+    assert set(doc.verdicts) == {
+        "load_generator_kept_up",
+        "prompt_tokens_reconciled",
+        "output_lengths_honored",
+        "cache_cold",
+    }
     assert doc.failed() == []
 
 

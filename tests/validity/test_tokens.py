@@ -19,8 +19,9 @@ OUTPUTS = {sid: 10 + i % 3 for i, sid in enumerate(ids(N))}
 
 
 def test_exact_prompt_tokens_reconcile() -> None:
-    result = reconcile_prompt_tokens(records(STARTS, prompt=np.array(list(PROMPTS.values()))),
-                                     PROMPTS)
+    result = reconcile_prompt_tokens(
+        records(STARTS, prompt=np.array(list(PROMPTS.values()))), PROMPTS
+    )
     assert result.verdict is Verdict.PASS
     assert (result.compared, result.mismatched) == (N, 0)
 
