@@ -5,30 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inferlab_bench.case.records import CaseRecords, RecordColumns
+from inferlab_bench.case.records import METRIC_TAGS, CaseRecords, RecordColumns
 from inferlab_bench.errors import PopulationError
 from inferlab_bench.protocol import ConcurrencyLimited
 from inferlab_bench.validity import Verdict, assess_case, expectations_from_population
 from inferlab_bench.validity.adapter import phase_records
 from tests.validity.builders import MS, T0, ids
 
-TAGS = (
-    "time_to_first_token",
-    "request_latency",
-    "inter_token_latency",
-    "output_sequence_length",
-    "good_request_count",
-    "usage_prompt_tokens",
-    "usage_prompt_cache_read_tokens",
-    "http_req_blocked",
-    "http_req_connecting",
-    "http_req_sending",
-)
-
 
 def columns(n: int, *, good: float = np.nan, first: int = 0) -> RecordColumns:
     start = T0 + np.arange(n, dtype=np.int64) * 100 * MS
-    values = {tag: np.full(n, np.nan) for tag in TAGS}
+    values = {tag: np.full(n, np.nan) for tag in METRIC_TAGS}
     values.update(
         usage_prompt_tokens=np.full(n, 50.0),
         output_sequence_length=np.full(n, 8.0),
