@@ -13,7 +13,12 @@ from inferlab_bench.cli.render import EXIT_FAILED, print_json, show
 from inferlab_bench.protocol import ClientStatus
 from inferlab_bench.report.rundir import SavedCase
 from inferlab_bench.report.tables import case_table, load_label, sweep_table
-from inferlab_bench.validity.report import ValidityDocument, summary_lines, trial_lines
+from inferlab_bench.validity.report import (
+    ValidityDocument,
+    failed_check_text,
+    summary_lines,
+    trial_lines,
+)
 from inferlab_bench.validity.trials import MetricSummary
 
 
@@ -64,19 +69,39 @@ def validity_lines(case: SavedCase, *, detailed: bool = False) -> list[str]:
     doc = case.validity
     if not doc:
         return []
-    if detailed and doc.get("schema_name") == "inferlab-validity-v1":
-        return summary_lines(ValidityDocument.model_validate(doc))
+    parsed = _document(doc)
+    if detailed and parsed is not None:
+        return summary_lines(parsed)
     verdicts = ", ".join(f"{k}={v}" for k, v in doc.get("verdicts", {}).items())
-    return [f"{case.label}: validity {doc.get('verdict')} ({verdicts})"]
+    line = f"{case.label}: validity {doc.get('verdict')} ({verdicts})"
+    if checks := _failed_checks(parsed):
+        line += "; failed: " + ", ".join(checks)
+    return [line]
+
+
+def _document(doc: dict[str, Any]) -> ValidityDocument | None:
+    """The saved validity.json as our model, or None for another schema (shown as saved)."""
+    if doc.get("schema_name") != "inferlab-validity-v1":
+        return None
+    return ValidityDocument.model_validate(doc)
+
+
+def _failed_checks(doc: ValidityDocument | None) -> list[str]:
+    """Each failed check as ``name observed (bound b)``; none for a document we cannot read."""
+    return [] if doc is None else [failed_check_text(c) for c in doc.failed_checks()]
 
 
 def strict_failures(cases: Sequence[SavedCase]) -> list[str]:
-    """Every failed validity verdict, as ``case: verdict`` (what ``--strict`` refuses)."""
+    """What ``--strict`` refuses: ``case: failed verdicts (failed checks)``, per case."""
     failed = []
     for case in cases:
-        for name, verdict in ((case.validity or {}).get("verdicts") or {}).items():
-            if verdict == "fail":
-                failed.append(f"{case.label}: {name}")
+        verdicts = (case.validity or {}).get("verdicts") or {}
+        names = [name for name, verdict in verdicts.items() if verdict == "fail"]
+        if not names:
+            continue
+        checks = _failed_checks(_document(case.validity or {}))
+        why = f" ({', '.join(checks)})" if checks else ""
+        failed.append(f"{case.label}: {', '.join(names)}{why}")
     return failed
 
 

@@ -14,6 +14,7 @@ from inferlab_bench.validity.report import (
     ValidityDocument,
     build_document,
     comparison_lines,
+    failed_check_text,
     summary_lines,
     trial_lines,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "comparison_lines",
     "describe",
     "expectations_from_population",
+    "failed_check_text",
     "population_sha256",
     "reconcile_output_tokens",
     "reconcile_prompt_tokens",

@@ -11,7 +11,7 @@ from inferlab_bench.validity.dispatch import DispatchFidelity
 from inferlab_bench.validity.goodput import TokenGoodput
 from inferlab_bench.validity.tokens import TokenReconciliation
 from inferlab_bench.validity.trials import MetricSummary, NoiseComparison
-from inferlab_bench.validity.verdict import Figures, Verdict, combine
+from inferlab_bench.validity.verdict import Check, Figures, Verdict, combine
 
 VALIDITY_SCHEMA: Literal["inferlab-validity-v1"] = "inferlab-validity-v1"
 VALIDITY_SCHEMA_VERSION = 1
@@ -40,6 +40,16 @@ class ValidityDocument(Figures):
     def failed(self) -> list[str]:
         """Names of the verdicts that failed (what ``run --strict`` reports)."""
         return [name for name, verdict in self.verdicts.items() if verdict is Verdict.FAIL]
+
+    def failed_checks(self) -> list[Check]:
+        """The checks that failed, behind whichever verdicts failed."""
+        checks = (
+            *self.dispatch.checks,
+            self.prompt_tokens.check,
+            self.output_tokens.check,
+            *self.cache.checks,
+        )
+        return [c for c in checks if c.verdict is Verdict.FAIL]
 
 
 def build_document(
@@ -90,6 +100,14 @@ def summary_lines(doc: ValidityDocument) -> list[str]:
     lines += _digest_lines(doc)
     lines += trial_lines(doc.trials)
     return lines
+
+
+def failed_check_text(check: Check) -> str:
+    """``name observed (bound b)``: one failed check, short enough for a case's one line."""
+    figures = [f"{_num(check.observed)}"] if check.observed is not None else []
+    if check.bound is not None:
+        figures.append(f"(bound {check.bound:.3g})")
+    return " ".join([check.name, *figures])
 
 
 def _dispatch_figures(d: DispatchFidelity) -> str:

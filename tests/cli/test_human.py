@@ -12,6 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from inferlab_bench.cli import main
+from inferlab_bench.cli.outcome import validity_lines
+from inferlab_bench.report.rundir import load_case
 from inferlab_bench.simulator import LatencyConfig, SimulatorConfig, running_simulator
 from tests.case.support import TOKENIZER_DIR
 from tests.report.test_plots import assert_nontrivial_png
@@ -162,12 +164,18 @@ def test_strict_fails_a_case_whose_load_generator_fell_behind(tmp_path: Path) ->
         )
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "--strict: validity verdict failed: " in proc.stderr
-    assert "load_generator_kept_up" in proc.stderr
+    # The verdict names the dispatch checks that failed, each with its figure and bound.
+    assert "load_generator_kept_up (" in proc.stderr and "(bound " in proc.stderr
     assert "load generator kept up: fail" in proc.stdout  # the detailed lines of one case
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["status"] == "succeeded"  # a measurement, flagged: not a crashed case
     validity = json.loads((tmp_path / "validity.json").read_text())
     assert validity["verdicts"]["load_generator_kept_up"] == "fail"
+    # In a sweep's one line per case, the failed checks follow the verdicts.
+    [line] = validity_lines(load_case(tmp_path))
+    assert "load_generator_kept_up=fail" in line and "; failed: " in line
+    failed = [c["name"] for c in validity["dispatch"]["checks"] if c["verdict"] == "fail"]
+    assert failed and all(name in line.split("; failed: ")[1] for name in failed)
 
 
 def test_run_against_a_dead_server_fails_with_a_saved_result(tmp_path: Path) -> None:

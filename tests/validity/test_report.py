@@ -14,6 +14,7 @@ from inferlab_bench.validity import (
     ValidityDocument,
     Verdict,
     assess,
+    failed_check_text,
     summarize_trials,
     summary_lines,
     trial_lines,
@@ -52,6 +53,18 @@ def test_the_document_round_trips_as_json() -> None:
     assert json.loads(text)["schema_name"] == VALIDITY_SCHEMA
     assert json.loads(text)["schema_version"] == 1
     assert doc.failed() == ["prompt_tokens_reconciled"]
+
+
+def test_failed_checks_say_what_failed_and_by_how_much() -> None:
+    healthy = assess(closed_loop(4, 40, latency_ms=100, gap_ms=1), None, facts())
+    assert healthy.failed_checks() == []
+    short = assess(closed_loop(4, 40, latency_ms=100, gap_ms=1), None, facts(prompt=90))
+    [check] = short.failed_checks()
+    assert check == short.prompt_tokens.check
+    assert check.observed is not None and check.bound is not None
+    assert (
+        failed_check_text(check) == f"{check.name} {check.observed:.3g} (bound {check.bound:.3g})"
+    )
 
 
 def test_warmup_adds_its_digest_and_cache_ratio() -> None:
