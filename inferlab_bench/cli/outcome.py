@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from rich.text import Text
 
 from inferlab_bench.cli.render import EXIT_FAILED, print_json, show
@@ -14,6 +15,7 @@ from inferlab_bench.protocol import ClientStatus
 from inferlab_bench.report.rundir import SavedCase
 from inferlab_bench.report.tables import case_table, load_label, sweep_table
 from inferlab_bench.validity.report import (
+    VALIDITY_SCHEMA,
     ValidityDocument,
     failed_check_text,
     summary_lines,
@@ -80,10 +82,14 @@ def validity_lines(case: SavedCase, *, detailed: bool = False) -> list[str]:
 
 
 def _document(doc: dict[str, Any]) -> ValidityDocument | None:
-    """The saved validity.json as our model, or None for another schema (shown as saved)."""
-    if doc.get("schema_name") != "inferlab-validity-v1":
+    """The saved validity.json as our model; None for another schema or a damaged file, which
+    are shown as saved."""
+    if doc.get("schema_name") != VALIDITY_SCHEMA:
         return None
-    return ValidityDocument.model_validate(doc)
+    try:
+        return ValidityDocument.model_validate(doc)
+    except ValidationError:
+        return None
 
 
 def _failed_checks(doc: ValidityDocument | None) -> list[str]:

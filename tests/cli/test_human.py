@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -176,6 +177,9 @@ def test_strict_fails_a_case_whose_load_generator_fell_behind(tmp_path: Path) ->
     assert "load_generator_kept_up=fail" in line and "; failed: " in line
     failed = [c["name"] for c in validity["dispatch"]["checks"] if c["verdict"] == "fail"]
     assert failed and all(name in line.split("; failed: ")[1] for name in failed)
+    # A damaged validity.json is shown as saved, not a traceback.
+    damaged = replace(load_case(tmp_path), validity={**validity, "dispatch": "?"})
+    assert validity_lines(damaged) == [line.split("; failed: ")[0]]
 
 
 def test_run_against_a_dead_server_fails_with_a_saved_result(tmp_path: Path) -> None:
