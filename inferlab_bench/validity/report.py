@@ -104,10 +104,12 @@ def summary_lines(doc: ValidityDocument) -> list[str]:
 
 def failed_check_text(check: Check) -> str:
     """``name observed (bound b)``: one failed check, short enough for a case's one line."""
-    figures = [f"{_num(check.observed)}"] if check.observed is not None else []
+    parts = [check.name]
+    if check.observed is not None:
+        parts.append(_num(check.observed))
     if check.bound is not None:
-        figures.append(f"(bound {check.bound:.3g})")
-    return " ".join([check.name, *figures])
+        parts.append(f"(bound {check.bound:.3g})")
+    return " ".join(parts)
 
 
 def _dispatch_figures(d: DispatchFidelity) -> str:
