@@ -18,8 +18,9 @@ thing, what was expected, what was found. ``hint`` says what to do about it.
     ├── ServerError              the inference server (reset, probe) misbehaved
     │   └── PrefixCacheResetError
     ├── LoadGeneratorError       AIPerf could not be run or stopped abnormally
+    ├── StoppedError             the stage was stopped before it could finish
     │   ├── DeadlineExceededError    the case budget ran out
-    │   └── CaseInterruptedError     SIGTERM/SIGINT stopped the case
+    │   └── InterruptedStageError    SIGTERM/SIGINT stopped the stage
     ├── RecordsError             AIPerf's outputs are missing, corrupt or inconsistent
     └── MetricsError             a required metric is missing or not finite
 """
@@ -71,11 +72,15 @@ class DownloadError(DatasetError):
 class DigestMismatchError(DatasetError):
     """The bytes on hand do not hash to the expected sha256."""
 
-    def __init__(self, what: str, expected: str, actual: str) -> None:
-        super().__init__(
-            f"{what}: sha256 mismatch, expected {expected}, got {actual}",
-            hint="the file is corrupt or not the catalogued one; it was not kept",
-        )
+    def __init__(
+        self,
+        what: str,
+        expected: str,
+        actual: str,
+        *,
+        hint: str = "the file is corrupt or not the catalogued one; it was not kept",
+    ) -> None:
+        super().__init__(f"{what}: sha256 mismatch, expected {expected}, got {actual}", hint=hint)
         self.expected = expected
         self.actual = actual
 
@@ -112,12 +117,16 @@ class LoadGeneratorError(InferlabError):
     """AIPerf could not be started, or it ended abnormally."""
 
 
-class DeadlineExceededError(LoadGeneratorError):
-    """The case budget ran out before the load finished."""
+class StoppedError(InferlabError):
+    """The stage was stopped (deadline or signal) before it finished."""
 
 
-class CaseInterruptedError(LoadGeneratorError):
-    """A signal (SIGTERM, SIGINT) stopped the case before the load finished."""
+class DeadlineExceededError(StoppedError):
+    """The case's budget ran out; the whole stage, AIPerf's shutdown included, ends by it."""
+
+
+class InterruptedStageError(StoppedError):
+    """SIGTERM or SIGINT arrived; the stage stopped what it ran and wrote a failed result."""
 
 
 class RecordsError(InferlabError):

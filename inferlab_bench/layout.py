@@ -1,11 +1,14 @@
-"""Names that one stage writes and another reads, fixed by DESIGN.md: kept here once.
+"""Names that one part writes and another reads: kept here once.
 
 The preparation stage writes a population and its evidence side by side; the case stage
-replays the population and reads the evidence back to reconcile token counts.
+replays the population and reads the evidence back to reconcile token counts. A case
+directory holds the case's own files and AIPerf's outputs under ``aiperf/``; a human run
+adds the request and result beside them, which the report reads back.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 POPULATION_FILE = "population.jsonl"
@@ -21,3 +24,40 @@ def session_id(position: int) -> str:
 def evidence_path(population: Path) -> Path:
     """Where the evidence of a population file lies (next to it)."""
     return population.with_name(EVIDENCE_FILE)
+
+
+# --- A case directory (``artifact_dir``). ---
+AIPERF_DIR = "aiperf"
+"""AIPerf's own outputs (written there locally, or fetched there from Kubernetes)."""
+AIPERF_PREFIX = "profile"
+"""AIPerf's artifact prefix: ``profile.json`` (summary), ``profile.jsonl`` (records)."""
+AIPERF_CONFIG_FILE = "aiperf-config.json"
+REQUEST_BODY_FILE = "request-body.json"
+AIPERF_CONSOLE_LOG = "aiperf-output.log"
+RESET_EVIDENCE_FILE = "reset-evidence.json"
+VALIDITY_FILE = "validity.json"
+
+# --- A human run directory (one case, or one per sweep point / trial). ---
+REQUEST_FILE = "request.json"
+RESULT_FILE = "result.json"
+SWEEP_FILE = "sweep.json"
+TRIALS_FILE = "trials.json"
+RECORDS_PARQUET = "records.parquet"
+
+
+def aiperf_outputs(artifact_dir: Path) -> dict[str, tuple[str, Path]]:
+    """AIPerf's outputs of a case as raw artifacts: name -> (kind, path)."""
+    out = artifact_dir / AIPERF_DIR
+    return {
+        "aiperf-log": ("log", out / "logs" / "aiperf.log"),
+        "summary": ("summary", out / f"{AIPERF_PREFIX}.json"),
+        "records": ("records", out / f"{AIPERF_PREFIX}.jsonl"),
+        "raw-records": ("raw_records", out / f"{AIPERF_PREFIX}_raw.jsonl"),
+        "phase-manifest": ("phase_manifest", out / "phase_manifest.json"),
+    }
+
+
+def cache_root() -> Path:
+    """Our cache: ``$XDG_CACHE_HOME/inferlab`` (``~/.cache/inferlab`` by default)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "inferlab"

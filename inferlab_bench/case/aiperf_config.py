@@ -8,14 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from inferlab_bench.errors import ConfigurationError
+from inferlab_bench.load import Load
+from inferlab_bench.metric_tags import LATENCIES_MS
 from inferlab_bench.protocol import (
     BenchClientRequest,
     BenchRequestSloInput,
-    ConcurrencyLimited,
     DatasetSource,
     RandomSource,
-    RequestRateLimited,
-    UnboundedRequestRate,
 )
 
 AIPERF_SCHEMA_VERSION = "2.0"
@@ -29,11 +28,8 @@ BODY_DEFAULTS: dict[str, Any] = {
     "stream_options": {"include_usage": True},
 }
 
-_SLO_TAGS = {
-    "request_latency_ms": "request_latency",
-    "ttft_ms": "time_to_first_token",
-    "tpot_ms": "inter_token_latency",
-}
+_SLO_TAGS = LATENCIES_MS
+"""The wire's SLO fields are named as our latencies."""
 
 
 @dataclass(frozen=True)
@@ -135,32 +131,11 @@ def _check_case(request: BenchClientRequest) -> None:
     case = request.case
     if case.request_count < 1:
         raise ConfigurationError("case.request_count: expected at least 1 request (found 0)")
-    shape = case.load_shape
-    if case.warmup_request_count and not isinstance(shape, ConcurrencyLimited):
-        raise ConfigurationError(
-            f"case.warmup_request_count: warmup needs a concurrency_limited load, "
-            f"found {shape.kind} with {case.warmup_request_count} warmup requests",
-            hint="set warmup_request_count to 0 or use a concurrency_limited load shape",
-        )
-    if isinstance(shape, ConcurrencyLimited) and shape.concurrency < 1:
-        raise ConfigurationError("case.load_shape.concurrency: expected at least 1 (found 0)")
-    if isinstance(shape, RequestRateLimited):
-        _check_rate(shape)
+    Load.of(case.load_shape).check(requests=case.request_count, warmup=case.warmup_request_count)
     slo = request.definition.request_slo
     if slo is not None and not slo_config(slo):
         raise ConfigurationError(
             "definition.request_slo: no bound set (request_latency_ms, ttft_ms or tpot_ms)"
-        )
-
-
-def _check_rate(shape: RequestRateLimited) -> None:
-    if shape.request_rate <= 0:
-        raise ConfigurationError(
-            f"case.load_shape.request_rate: expected > 0 (found {shape.request_rate})"
-        )
-    if shape.burstiness is not None and shape.burstiness <= 0:
-        raise ConfigurationError(
-            f"case.load_shape.burstiness: expected > 0 (found {shape.burstiness})"
         )
 
 
@@ -209,19 +184,7 @@ def _dataset(request: BenchClientRequest) -> dict[str, Any]:
 
 
 def _profiling(request: BenchClientRequest, reset_after_warmup: bool) -> dict[str, Any]:
-    shape = request.case.load_shape
-    count = request.case.request_count
-    phase: dict[str, Any]
-    if isinstance(shape, ConcurrencyLimited):
-        phase = {"type": "concurrency", "concurrency": shape.concurrency}
-    elif isinstance(shape, RequestRateLimited) and shape.burstiness is None:
-        phase = {"type": "poisson", "rate": shape.request_rate}
-    elif isinstance(shape, RequestRateLimited):
-        phase = {"type": "gamma", "rate": shape.request_rate, "smoothness": shape.burstiness}
-    else:
-        assert isinstance(shape, UnboundedRequestRate)
-        phase = {"type": "concurrency", "concurrency": count}
-    phase["requests"] = count
+    phase = Load.of(request.case.load_shape).aiperf_phase(request.case.request_count)
     if reset_after_warmup:
         phase["timingMode"] = RESET_AFTER_WARMUP_TIMING_MODE
     return phase
@@ -236,13 +199,7 @@ def _tokenizer(request: BenchClientRequest) -> dict[str, Any]:
 
 
 def _warmup(request: BenchClientRequest) -> dict[str, Any]:
-    shape = request.case.load_shape
-    assert isinstance(shape, ConcurrencyLimited)
-    return {
-        "type": "concurrency",
-        "concurrency": shape.concurrency,
-        "requests": request.case.warmup_request_count,
-    }
+    return Load.of(request.case.load_shape).aiperf_phase(request.case.warmup_request_count)
 
 
 def _artifacts(aiperf_dir: Path) -> dict[str, Any]:

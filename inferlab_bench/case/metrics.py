@@ -8,18 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from inferlab_bench.errors import MetricsError
+from inferlab_bench.metric_tags import CACHE_READ_PCT, LATENCIES_MS, THROUGHPUTS
 from inferlab_bench.protocol import BenchRequestSloResult
 
-THROUGHPUTS = {
-    "request_throughput": "request_throughput",
-    "output_throughput": "output_token_throughput",
-    "total_token_throughput": "total_token_throughput",
-}
-DISTRIBUTIONS = {
-    "request_latency_ms": "request_latency",
-    "ttft_ms": "time_to_first_token",
-    "tpot_ms": "inter_token_latency",
-}
+DISTRIBUTIONS = LATENCIES_MS
 STATISTICS = {
     "mean": "avg",
     "min": "min",
@@ -30,7 +22,7 @@ STATISTICS = {
     "p95": "p95",
     "p99": "p99",
 }
-CACHE_READ_TAG = "overall_usage_prompt_cache_read_pct"
+CACHE_READ_TAG = CACHE_READ_PCT
 
 
 @dataclass(frozen=True)

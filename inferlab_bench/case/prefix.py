@@ -12,7 +12,7 @@ import bisect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from inferlab_bench.errors import ConfigurationError
+from inferlab_bench.tokenizer import load_tokenizer
 
 
 def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
@@ -49,14 +49,7 @@ def prompt_token_ids(
     template_kwargs: Mapping[str, Any],
 ) -> list[list[int]]:
     """Each conversation as the server sees it: the chat template with the generation prompt."""
-    from transformers import AutoTokenizer  # loaded only when the cache is reported
-
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(locator, local_files_only=True)
-    except (OSError, ValueError) as exc:
-        raise ConfigurationError(
-            f"model.locator {locator}: cannot load the tokenizer for the cold-start check ({exc})"
-        ) from exc
+    tokenizer = load_tokenizer(locator)
     out = []
     for messages in conversations:
         ids = tokenizer.apply_chat_template(

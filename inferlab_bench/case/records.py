@@ -13,21 +13,9 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from inferlab_bench.errors import RecordsError
+from inferlab_bench.metric_tags import RECORD_TAGS
 
 _VALUE = pa.struct([("value", pa.float64())])
-METRIC_TAGS = (
-    "time_to_first_token",
-    "request_latency",
-    "inter_token_latency",
-    "output_sequence_length",
-    "good_request_count",
-    "usage_prompt_tokens",
-    "usage_prompt_cache_read_tokens",
-    # AIPerf's aiohttp trace: the client's own time before the request was on the wire.
-    "http_req_blocked",
-    "http_req_connecting",
-    "http_req_sending",
-)
 # Only the fields we use: everything else in a record is skipped by the parser.
 RECORD_SCHEMA = pa.schema(
     [
@@ -46,7 +34,7 @@ RECORD_SCHEMA = pa.schema(
                 ]
             ),
         ),
-        ("metrics", pa.struct([(tag, _VALUE) for tag in METRIC_TAGS])),
+        ("metrics", pa.struct([(tag, _VALUE) for tag in RECORD_TAGS])),
         (
             "error",
             pa.struct([("code", pa.int64()), ("type", pa.string()), ("message", pa.string())]),
@@ -166,7 +154,7 @@ def _columns(table: pa.Table) -> RecordColumns:
         was_cancelled=_bools(pc.struct_field(meta, "was_cancelled")),
         has_error=np.asarray(error.is_valid(), dtype=bool),
         error_message=pc.struct_field(error, "message").to_pylist(),
-        metrics={tag: _floats(pc.struct_field(metrics, [tag, "value"])) for tag in METRIC_TAGS},
+        metrics={tag: _floats(pc.struct_field(metrics, [tag, "value"])) for tag in RECORD_TAGS},
     )
 
 

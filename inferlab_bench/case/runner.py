@@ -12,11 +12,13 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from inferlab_bench.errors import LoadGeneratorError
+from inferlab_bench.interrupts import Guard
 
 INTERRUPT_GRACE_SECONDS = 8.0
+"""At most this long for AIPerf's own clean stop (SIGINT) when time allows."""
 TERMINATE_GRACE_SECONDS = 4.0
 
 
@@ -43,27 +45,29 @@ def run_aiperf(
     config_path: Path,
     *,
     log_path: Path,
-    deadline: float,
+    guard: Guard,
+    stop_at: float,
     env: Mapping[str, str],
     echo: IO[str] | None = None,
 ) -> RunOutcome:
-    """Run AIPerf until it exits, ``deadline`` (monotonic) passes, or we are told to stop.
+    """Run AIPerf until it exits, ``stop_at`` (monotonic) passes, or the guard fires.
 
-    Output goes to ``log_path`` and to ``echo`` (stderr by default). On the deadline or a
-    SIGTERM the whole process group gets SIGINT (AIPerf's own clean stop), then SIGTERM,
-    then SIGKILL.
+    Output goes to ``log_path`` and to ``echo`` (nowhere else when None). When we stop it,
+    the whole process group gets SIGINT (AIPerf's own clean stop), then SIGTERM, then
+    SIGKILL, with graces that fit in what is left of the guard's deadline.
     """
     command = aiperf_command(config_path)
     started_ns, clock = time.time_ns(), time.monotonic()
-    with _stop_requests() as stop, log_path.open("w", encoding="utf-8") as log:
+    with guard.deferred() as stop, open_log(log_path) as log:
         process = _spawn(command, env)
-        pump = threading.Thread(target=_pump, args=(process, log, echo or sys.stderr), daemon=True)
+        pump = threading.Thread(target=_pump, args=(process, log, echo), daemon=True)
         pump.start()
-        timed_out = _wait(process, deadline, stop)
-        interrupted = stop.is_set()
+        timed_out = _wait(process, stop_at, stop)
+        interrupted = stop.is_set() and not guard.deadline_passed
+        timed_out = timed_out or guard.deadline_passed
         if process.poll() is None:
-            _stop_group(process)
-        pump.join(timeout=5)
+            _stop_group(process, _grace(guard))
+        pump.join(timeout=max(0.1, min(5.0, guard.remaining())))
     return RunOutcome(
         command=command,
         exit_code=process.returncode,
@@ -73,6 +77,11 @@ def run_aiperf(
         started_ns=started_ns,
         log_path=log_path,
     )
+
+
+def _grace(guard: Guard) -> float:
+    """Seconds the stop may take: AIPerf's clean stop when there is time, less when not."""
+    return max(0.5, min(INTERRUPT_GRACE_SECONDS + TERMINATE_GRACE_SECONDS, guard.remaining()))
 
 
 def _spawn(command: list[str], env: Mapping[str, str]) -> subprocess.Popen[str]:
@@ -104,16 +113,18 @@ def _wait(process: subprocess.Popen[str], deadline: float, stop: threading.Event
     return False
 
 
-def _stop_group(process: subprocess.Popen[str]) -> None:
-    for sig, grace in (
-        (signal.SIGINT, INTERRUPT_GRACE_SECONDS),
-        (signal.SIGTERM, TERMINATE_GRACE_SECONDS),
+def _stop_group(process: subprocess.Popen[str], grace: float) -> None:
+    """SIGINT, then SIGTERM, then SIGKILL to the group, within ``grace`` seconds in all."""
+    share = INTERRUPT_GRACE_SECONDS / (INTERRUPT_GRACE_SECONDS + TERMINATE_GRACE_SECONDS)
+    for sig, wait in (
+        (signal.SIGINT, grace * share),
+        (signal.SIGTERM, grace * (1 - share)),
         (signal.SIGKILL, None),
     ):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, sig)
         try:
-            process.wait(timeout=grace)
+            process.wait(timeout=wait)
             break
         except subprocess.TimeoutExpired:
             continue
@@ -122,31 +133,30 @@ def _stop_group(process: subprocess.Popen[str]) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
-def _pump(process: subprocess.Popen[str], log: IO[str], echo: IO[str]) -> None:
+def _pump(process: subprocess.Popen[str], log: IO[str], echo: IO[str] | None) -> None:
     assert process.stdout is not None
     for line in process.stdout:
         log.write(line)
-        with contextlib.suppress(OSError, ValueError):
-            echo.write(line)
+        if echo is not None:
+            with contextlib.suppress(OSError, ValueError):
+                echo.write(line)
     log.flush()
 
 
 @contextlib.contextmanager
-def _stop_requests() -> Iterator[threading.Event]:
-    """An event set by SIGTERM/SIGINT while AIPerf runs (main thread only)."""
-    stop = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield stop
-        return
-    previous: dict[signal.Signals, Any] = {}
-
-    def handler(signum: int, frame: object) -> None:
-        stop.set()
-
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        previous[signum] = signal.signal(signum, handler)
+def open_log(path: Path) -> Iterator[IO[str]]:
+    """A new log file at ``path``; a link or other non-regular file planted there is refused
+    (never written through)."""
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise LoadGeneratorError(
+            f"{path}: exists and is not a regular file; refusing to write AIPerf's log through it",
+            hint="remove it, or use an artifact_dir of your own",
+        )
+    path.unlink(missing_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     try:
-        yield stop
-    finally:
-        for restored, old in previous.items():
-            signal.signal(restored, old)
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        raise LoadGeneratorError(f"{path}: cannot create AIPerf's log ({exc.strerror})") from exc
+    with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as handle:
+        yield handle

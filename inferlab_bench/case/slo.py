@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from inferlab_bench import metric_tags as tags
 from inferlab_bench.case.records import RecordColumns
 from inferlab_bench.errors import RecordsError
 from inferlab_bench.protocol import BenchRequestSloResult
@@ -35,7 +36,7 @@ def check_profiling_records(records: RecordColumns) -> None:
 
 def good_flags(records: RecordColumns) -> np.ndarray:
     """Per record 0/1: AIPerf's ``good_request_count``; failed or cancelled requests are 0."""
-    good = records.metric("good_request_count")
+    good = records.metric(tags.GOOD_REQUEST_COUNT)
     failed = records.has_error | records.was_cancelled
     missing = np.isnan(good) & ~failed
     if np.any(missing):

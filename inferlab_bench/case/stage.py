@@ -1,9 +1,18 @@
-"""Case stage: prefix-cache reset, one AIPerf run, records -> BenchClientResult."""
+"""Case stage: one orchestration for every engine: checks, reset, the load, records -> result.
+
+``run_case`` does everything before and after the load the same way wherever the load runs
+(``case.engine``): it checks the request and the population, builds and writes the AIPerf
+config, resets the prefix cache (before the run, or between warmup and profiling where the
+engine can), hands the load to the engine, then reads AIPerf's records and summary, checks
+integrity, computes metrics, goodput and validity, and returns ``BenchClientResult``. The
+whole stage runs under the case budget as a hard deadline and answers SIGTERM/SIGINT with a
+failed result listing the artifacts written so far (``interrupts``).
+"""
 
 from __future__ import annotations
 
 import hashlib
-import os
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,23 +21,15 @@ from typing import IO, Any
 import numpy as np
 import orjson
 
-from inferlab_bench import validity
+from inferlab_bench import interrupts, validity
+from inferlab_bench import metric_tags as tags
 from inferlab_bench.atomic import write_bytes_atomic
-from inferlab_bench.case import (
-    aiperf_config,
-    integrity,
-    metrics,
-    prefix,
-    probe,
-    reset,
-    runner,
-    slo,
-)
-from inferlab_bench.case.aiperf_plugin.hook import ENV_VAR, HookSettings
+from inferlab_bench.case import aiperf_config, integrity, metrics, prefix, probe, reset, slo
+from inferlab_bench.case.aiperf_log import failure_reason
+from inferlab_bench.case.engine import EngineOutcome, EngineRun, LoadEngine
+from inferlab_bench.case.local import LocalEngine
 from inferlab_bench.case.records import CaseRecords, read_json_file, read_records
 from inferlab_bench.errors import (
-    CaseInterruptedError,
-    DeadlineExceededError,
     DigestMismatchError,
     InferlabError,
     LoadGeneratorError,
@@ -36,7 +37,16 @@ from inferlab_bench.errors import (
     PrefixCacheResetError,
     RecordsError,
 )
-from inferlab_bench.layout import evidence_path
+from inferlab_bench.layout import (
+    AIPERF_CONFIG_FILE,
+    AIPERF_DIR,
+    REQUEST_BODY_FILE,
+    RESET_EVIDENCE_FILE,
+    VALIDITY_FILE,
+    aiperf_outputs,
+    evidence_path,
+)
+from inferlab_bench.load import Load
 from inferlab_bench.protocol import (
     BenchClientRequest,
     BenchClientResult,
@@ -46,12 +56,13 @@ from inferlab_bench.protocol import (
     RandomSource,
     RawArtifact,
 )
+from inferlab_bench.tokenizer import tokenizer_dir
 
 RESULT_RESERVE_SECONDS = 2.0
-"""Budget kept back from AIPerf for reading its outputs and writing the result."""
-COLD_WAVE = 256
-"""At most this many first profiling requests are judged by the cold-start check."""
-_PREFIX = aiperf_config.ARTIFACT_PREFIX
+"""Budget kept back from the load for reading its outputs and writing the result."""
+STOP_RESERVE_SECONDS = 1.5
+"""Of that, what stopping a load that overran its time may take."""
+RESET_TIMEOUT_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -61,16 +72,17 @@ class CaseOptions:
     prefix_cache_reset: str | None = None
     """``vllm|sglang|tokenspeed|none|METHOD:/path``; None = decide from the server."""
     echo: IO[str] | None = None
-    """Where AIPerf's output is streamed (stderr when None)."""
+    """Where AIPerf's output is streamed (nowhere but its log when None)."""
 
 
 @dataclass
 class _Case:
-    """The running case: its paths and what has been produced so far."""
+    """The running case: its request, its guard, and what has been produced so far."""
 
     request: BenchClientRequest
     options: CaseOptions
-    deadline: float
+    engine: LoadEngine
+    guard: interrupts.Guard
     artifacts: list[RawArtifact] = field(default_factory=list)
     command: list[str] = field(default_factory=list)
     exit_code: int | None = None
@@ -79,105 +91,110 @@ class _Case:
     def root(self) -> Path:
         return self.request.artifact_dir
 
-    @property
-    def aiperf_dir(self) -> Path:
-        return aiperf_dir(self.request)
-
     def add(self, name: str, kind: str, path: Path) -> None:
         if path.exists() and all(a.path != path for a in self.artifacts):
             self.artifacts.append(RawArtifact(name=name, kind=kind, path=path))
 
-    def write_json(self, name: str, kind: str, document: Any) -> Path:
-        path = self.root / f"{name}.json"
+    def write_json(self, filename: str, kind: str, document: Any) -> Path:
+        path = self.root / filename
         write_bytes_atomic(path, orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
-        self.add(name, kind, path)
+        self.add(path.stem, kind, path)
         return path
 
-
-def run_case(request: BenchClientRequest, options: CaseOptions | None = None) -> BenchClientResult:
-    """Run one case; always returns a result (failed ones carry the error and artifacts)."""
-    case = _Case(request, options or CaseOptions(), time.monotonic() + request.case_budget_seconds)
-    try:
-        return _run(case)
-    except InferlabError as exc:
-        return _failed(case, str(exc))
+    def remaining(self) -> float:
+        """Seconds of budget left for the load (the result's reserve kept back)."""
+        return self.guard.remaining() - RESULT_RESERVE_SECONDS
 
 
-def _run(case: _Case) -> BenchClientResult:
-    request = case.request
-    case.root.mkdir(parents=True, exist_ok=True)
-    check_population(request)
-    probe.check_listening(request.endpoint.base_url, timeout=min(5.0, max(0.5, _remaining(case))))
-    target = _reset_target(case)
-    with_warmup_reset = target is not None and request.case.warmup_request_count > 0
-    plan = aiperf_config.build_plan(
-        request,
-        aiperf_dir=case.aiperf_dir,
-        timeout_seconds=_remaining(case),
-        reset_after_warmup=with_warmup_reset,
-    )
-    config_path = case.write_json("aiperf-config", "config", plan.config)
-    case.write_json("request-body", "request_body", plan.body.as_json())
-    if request.population is not None:
-        case.add("population", "inputs", request.population.path)
-    if target is not None and not with_warmup_reset:
-        _reset_now(case, target)
-    outcome = _run_aiperf(case, config_path, target if with_warmup_reset else None)
-    return _measure(case, outcome.exit_code, outcome.log_path, reset_checked=target is not None)
+def run_case(
+    request: BenchClientRequest,
+    options: CaseOptions | None = None,
+    engine: LoadEngine | None = None,
+) -> BenchClientResult:
+    """Run one case on ``engine`` (local AIPerf by default); always returns a result, failed
+    ones carrying the error and the artifacts written so far."""
+    budget = request.case_budget_seconds
+    with interrupts.guard("case", budget, budget_field="case_budget_seconds") as guard:
+        case = _Case(request, options or CaseOptions(), engine or LocalEngine(), guard)
+        try:
+            return _run(case)
+        except InferlabError as exc:
+            with guard.deferred():
+                return _failed(case, str(exc))
 
 
-# --- The pieces a case run elsewhere (AIPerf on Kubernetes) reuses instead of copying. ---
-
-
-def aiperf_dir(request: BenchClientRequest) -> Path:
-    """Where AIPerf's outputs of the case lie (written there, or fetched there)."""
-    return request.artifact_dir / "aiperf"
-
-
-def planned_config(request: BenchClientRequest, *, reset_after_warmup: bool) -> dict[str, Any]:
-    """The AIPerf config this case runs locally, for the whole budget (nothing written)."""
+def planned_config(request: BenchClientRequest) -> dict[str, Any]:
+    """The AIPerf config a case with no reset after warmup runs, for its whole budget
+    (nothing written): what a dry run on another engine translates."""
     plan = aiperf_config.build_plan(
         request,
         aiperf_dir=aiperf_dir(request),
         timeout_seconds=request.case_budget_seconds - RESULT_RESERVE_SECONDS,
-        reset_after_warmup=reset_after_warmup,
     )
     return plan.config
 
 
-def reset_target(request: BenchClientRequest, options: CaseOptions) -> reset.ResetTarget | None:
-    """The reset the case asks for (None when it asks none); errors as a local case gives."""
-    return _reset_target(_Case(request, options, time.monotonic() + request.case_budget_seconds))
+def aiperf_dir(request: BenchClientRequest) -> Path:
+    """Where AIPerf's outputs of the case lie (written there, or fetched there)."""
+    return request.artifact_dir / AIPERF_DIR
 
 
-def reset_before_run(request: BenchClientRequest, target: reset.ResetTarget) -> list[RawArtifact]:
-    """Reset the prefix cache now and record it (reset-evidence.json); raises when it failed."""
-    case = _Case(request, CaseOptions(), time.monotonic() + request.case_budget_seconds)
-    request.artifact_dir.mkdir(parents=True, exist_ok=True)
-    _reset_now(case, target)
-    return case.artifacts
+def _run(case: _Case) -> BenchClientResult:
+    request, guard = case.request, case.guard
+    _make_artifact_dir(request.artifact_dir)
+    tokenizer_dir(request.model.locator)
+    guard.doing = "checking the population"
+    check_population(request)
+    guard.doing = "asking the server"
+    target = _reset_target(case)
+    case.engine.check(request, target)
+    if case.engine.reaches_server_from_here:
+        probe.check_listening(
+            request.endpoint.base_url, timeout=min(5.0, max(0.5, case.remaining()))
+        )
+    after_warmup = target is not None and request.case.warmup_request_count > 0
+    config_path, config = _write_plan(case, reset_after_warmup=after_warmup)
+    if target is not None and not after_warmup:
+        guard.doing = "resetting the prefix cache"
+        _reset_now(case, target)
+    run = EngineRun(
+        request=request,
+        config=config,
+        config_path=config_path,
+        guard=guard,
+        stop_at=time.monotonic() + case.remaining() - STOP_RESERVE_SECONDS,
+        reset_after_warmup=target if after_warmup else None,
+        echo=case.options.echo,
+    )
+    guard.doing = "AIPerf was running"
+    outcome = _run_engine(case, run)
+    guard.doing = "reading AIPerf's outputs"
+    return _measure(case, outcome, reset_checked=target is not None)
 
 
-def measure_outputs(
-    request: BenchClientRequest,
-    *,
-    command: list[str],
-    exit_code: int | None,
-    log_path: Path,
-    reset_checked: bool,
-) -> BenchClientResult:
-    """The result of AIPerf outputs already laid out under ``artifact_dir/aiperf`` (fetched
-    from a run elsewhere), judged exactly as a local run's; failures are failed results."""
-    case = _Case(request, CaseOptions(), time.monotonic() + request.case_budget_seconds)
-    case.command, case.exit_code = command, exit_code
-    _collect_outputs(case, log_path)
+def _make_artifact_dir(path: Path) -> None:
     try:
-        return _measure(case, exit_code, log_path, reset_checked=reset_checked)
-    except InferlabError as exc:
-        return _failed(case, str(exc))
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LoadGeneratorError(
+            f"artifact_dir {path}: cannot create it ({exc.strerror or exc})",
+            hint="give a directory this user can create and write",
+        ) from exc
 
 
-# --- The local case. ---
+def _write_plan(case: _Case, *, reset_after_warmup: bool) -> tuple[Path, dict[str, Any]]:
+    """The AIPerf config and the request-body record, written beside the case."""
+    plan = aiperf_config.build_plan(
+        case.request,
+        aiperf_dir=aiperf_dir(case.request),
+        timeout_seconds=case.remaining(),
+        reset_after_warmup=reset_after_warmup,
+    )
+    config_path = case.write_json(AIPERF_CONFIG_FILE, "config", plan.config)
+    case.write_json(REQUEST_BODY_FILE, "request_body", plan.body.as_json())
+    if case.request.population is not None:
+        case.add("population", "inputs", case.request.population.path)
+    return config_path, plan.config
 
 
 def check_population(request: BenchClientRequest) -> None:
@@ -187,12 +204,7 @@ def check_population(request: BenchClientRequest) -> None:
     population = request.population
     if population is None:
         raise PopulationError("population: a dataset request source needs a population")
-    try:
-        data = population.path.read_bytes()
-    except OSError as exc:
-        raise PopulationError(
-            f"population.path {population.path}: cannot read ({exc.strerror or exc})"
-        ) from exc
+    data = _read_regular(population.path)
     digest = hashlib.sha256(data).hexdigest()
     if digest != population.sha256:
         raise DigestMismatchError(f"population {population.path}", population.sha256, digest)
@@ -203,6 +215,22 @@ def check_population(request: BenchClientRequest) -> None:
             f"(warmup {request.case.warmup_request_count} + requests {request.case.request_count})",
             hint="prepare a larger population or lower request_count / warmup_request_count",
         )
+
+
+def _read_regular(path: Path) -> bytes:
+    """A regular file's bytes; a FIFO or device is refused without opening it (it could
+    block forever or never end)."""
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise PopulationError(
+                f"population.path {path}: not a regular file",
+                hint="give the population.jsonl written by `inferlab-bench prepare`",
+            )
+        return path.read_bytes()
+    except OSError as exc:
+        raise PopulationError(
+            f"population.path {path}: cannot read ({exc.strerror or exc})"
+        ) from exc
 
 
 def _reset_target(case: _Case) -> reset.ResetTarget | None:
@@ -222,128 +250,78 @@ def _reset_target(case: _Case) -> reset.ResetTarget | None:
 
 
 def _reset_now(case: _Case, target: reset.ResetTarget) -> None:
-    # Without warmup nothing runs between this call and the first profiling request.
-    call = reset.reset_prefix_cache(
-        case.request.endpoint.base_url, target, timeout=min(30.0, _remaining(case))
-    )
-    path = case.root / "reset-evidence.json"
-    reset.write_evidence(path, target, [call], when="before-run")
+    """Reset every server the engine's load reaches; nothing runs between this and the first
+    profiling request (the case has no warmup)."""
+    calls = [
+        reset.reset_prefix_cache(
+            url, target, timeout=min(RESET_TIMEOUT_SECONDS, max(0.5, case.remaining()))
+        )
+        for url in case.engine.reset_urls(case.request)
+    ]
+    path = case.root / RESET_EVIDENCE_FILE
+    reset.write_evidence(path, target, calls, when="before-run")
     case.add("reset-evidence", "reset_evidence", path)
-    reset.raise_unless_ok(call)
+    for call in calls:
+        reset.raise_unless_ok(call)
 
 
-def _run_aiperf(
-    case: _Case, config_path: Path, hook_target: reset.ResetTarget | None
-) -> runner.RunOutcome:
-    env = _environment(case.request.model.locator)
-    if hook_target is not None:
-        settings = HookSettings(
-            base_url=case.request.endpoint.base_url,
-            target=hook_target,
-            timeout=min(30.0, _remaining(case)),
-            evidence_path=case.root / "reset-evidence.json",
-        )
-        env[ENV_VAR] = settings.to_env()
-    case.aiperf_dir.mkdir(parents=True, exist_ok=True)
-    log_path = case.root / "aiperf-output.log"
-    case.command = runner.aiperf_command(config_path)
+def _run_engine(case: _Case, run: EngineRun) -> EngineOutcome:
+    aiperf_dir(case.request).mkdir(parents=True, exist_ok=True)
     try:
-        outcome = runner.run_aiperf(
-            config_path,
-            log_path=log_path,
-            deadline=case.deadline - RESULT_RESERVE_SECONDS,
-            env=env,
-            echo=case.options.echo,
-        )
+        outcome = case.engine.run(run)
     finally:
-        _collect_outputs(case, log_path)
-    case.exit_code = outcome.exit_code
-    _check_outcome(case, outcome, hook_target is not None)
+        _collect_outputs(case)
+    case.command, case.exit_code = outcome.command, outcome.exit_code
+    for artifact in outcome.artifacts:
+        case.add(artifact.name, artifact.kind, artifact.path)
+    case.add("aiperf-output", "log", outcome.log_path)
+    if outcome.stopped_by is not None:
+        raise case.guard.stopped("deadline" if outcome.stopped_by == "deadline" else "SIGTERM")
+    if run.reset_after_warmup is not None:
+        _check_hook_reset(case, outcome)
+    records = aiperf_outputs(case.root)["records"][1]
+    if outcome.exit_code != 0 and not records.is_file():
+        raise _exit_error(outcome)
     return outcome
 
 
-def _environment(locator: str) -> dict[str, str]:
-    env = dict(os.environ)
-    if Path(locator).is_dir():
-        # A local directory never touches the network; AIPerf 0.13's offline mode would
-        # wrongly treat the path as a hub repo id (snapshot_download) and fail.
-        env.pop("HF_HUB_OFFLINE", None)
-        env.pop("TRANSFORMERS_OFFLINE", None)
-    else:
-        env["HF_HUB_OFFLINE"] = "1"
-        env["TRANSFORMERS_OFFLINE"] = "1"
-    env.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-    return env
+def _collect_outputs(case: _Case) -> None:
+    for name, (kind, path) in aiperf_outputs(case.root).items():
+        case.add(name, kind, path)
+    case.add("reset-evidence", "reset_evidence", case.root / RESET_EVIDENCE_FILE)
 
 
-def _collect_outputs(case: _Case, log_path: Path) -> None:
-    case.add("aiperf-output", "log", log_path)
-    case.add("aiperf-log", "log", case.aiperf_dir / "logs" / "aiperf.log")
-    case.add("summary", "summary", case.aiperf_dir / f"{_PREFIX}.json")
-    case.add("records", "records", case.aiperf_dir / f"{_PREFIX}.jsonl")
-    case.add("raw-records", "raw_records", case.aiperf_dir / f"{_PREFIX}_raw.jsonl")
-    case.add("phase-manifest", "phase_manifest", case.aiperf_dir / "phase_manifest.json")
-    case.add("reset-evidence", "reset_evidence", case.root / "reset-evidence.json")
-
-
-def _check_outcome(case: _Case, outcome: runner.RunOutcome, hooked: bool) -> None:
-    if outcome.interrupted:
-        raise CaseInterruptedError(
-            f"case interrupted by a signal after {outcome.duration:.1f} s; AIPerf was stopped "
-            f"(exit code {outcome.exit_code})",
-            hint="the partial AIPerf outputs are listed in raw_artifacts",
-        )
-    if outcome.timed_out:
-        raise DeadlineExceededError(
-            f"case_budget_seconds {case.request.case_budget_seconds:g} ran out while AIPerf was "
-            f"running ({outcome.duration:.1f} s); AIPerf was stopped",
-            hint="raise the budget or lower request_count; the server may be stalling",
-        )
-    if hooked:
-        _check_hook_reset(case)
-    if outcome.exit_code != 0 and not (case.aiperf_dir / f"{_PREFIX}.jsonl").is_file():
-        raise _exit_error(outcome.exit_code, outcome.log_path)
-
-
-def _exit_error(exit_code: int | None, log_path: Path) -> LoadGeneratorError:
+def _exit_error(outcome: EngineOutcome) -> LoadGeneratorError:
     return LoadGeneratorError(
-        f"AIPerf exited with code {exit_code}: {_log_reason(log_path)}",
-        hint=f"see {log_path}",
+        f"AIPerf exited with code {outcome.exit_code}: {failure_reason(outcome.log_path)}",
+        hint=f"see {outcome.log_path}",
     )
 
 
-def _check_hook_reset(case: _Case) -> None:
-    calls = reset.read_evidence(case.root / "reset-evidence.json")
-    if not calls:
-        raise PrefixCacheResetError(
-            "the prefix-cache reset after warmup never ran (warmup did not finish?)",
-            hint="see the AIPerf log",
-        )
-    reset.raise_unless_ok(calls[-1])
+def _check_hook_reset(case: _Case, outcome: EngineOutcome) -> None:
+    calls = reset.read_evidence(case.root / RESET_EVIDENCE_FILE)
+    if calls:
+        reset.raise_unless_ok(calls[-1])
+        return
+    if outcome.exit_code != 0:
+        raise _exit_error(outcome)  # AIPerf failed before warmup ended: say why
+    raise PrefixCacheResetError(
+        "the prefix-cache reset after warmup never ran (warmup did not finish?)",
+        hint=f"see {outcome.log_path}",
+    )
 
 
-def _log_reason(log_path: Path, limit: int = 400) -> str:
-    try:
-        lines = log_path.read_text(errors="replace").splitlines()
-    except OSError:
-        return "no output"
-    reasons = [line.strip(" │") for line in lines if "Reason:" in line or " ERROR " in line]
-    text = (reasons[0] if reasons else (lines[-1] if lines else "no output")).strip()
-    return text[:limit]
-
-
-def _measure(
-    case: _Case, exit_code: int | None, log_path: Path, *, reset_checked: bool
-) -> BenchClientResult:
+def _measure(case: _Case, outcome: EngineOutcome, *, reset_checked: bool) -> BenchClientResult:
     request = case.request
-    records = read_records(case.aiperf_dir / f"{_PREFIX}.jsonl")
-    _check_validity(case, records)
+    outputs = aiperf_outputs(case.root)
+    records = read_records(outputs["records"][1])
+    _check_integrity(case, records)
     profiling = records.profiling
     # AIPerf exits 1 and writes no summary when every request failed: still a measurement.
     all_failed = bool(np.all(profiling.has_error | profiling.was_cancelled))
-    if exit_code != 0 and not all_failed:
-        raise _exit_error(exit_code, log_path)
-    summary_path = case.aiperf_dir / f"{_PREFIX}.json"
+    if outcome.exit_code != 0 and not all_failed:
+        raise _exit_error(outcome)
+    summary_path = outputs["summary"][1]
     summary = (
         {} if all_failed and not summary_path.exists() else read_json_file(summary_path, "summary")
     )
@@ -352,14 +330,14 @@ def _measure(
     scope = metrics.MetricScope(
         tpot_applicable=_tpot_applicable(request),
         latencies_measured=completed > 0,
-        cache_reads_reported=profiling.reports("usage_prompt_cache_read_tokens")
+        cache_reads_reported=profiling.reports(tags.CACHED_PROMPT_TOKENS)
         and metrics.summary_value(summary, metrics.CACHE_READ_TAG) is not None,
         slo_set=request.definition.request_slo is not None,
     )
     normalized = metrics.normalize(summary, scope, slo_evidence)
     population = _population_lines(request)
-    cold = _cold_start_verdict(case, records, population) if reset_checked else None
-    _write_validity(case, records, population, cold)
+    bounds = _prefix_bounds(case, records, population) if reset_checked else None
+    cold = _write_validity(case, records, population, bounds).cache.cold_start
     if cold is not None and not cold.cold:
         raise PrefixCacheResetError(
             f"the prefix cache was not cold after the reset: {cold.reason}",
@@ -377,7 +355,7 @@ def _measure(
     )
 
 
-def _check_validity(case: _Case, records: CaseRecords) -> None:
+def _check_integrity(case: _Case, records: CaseRecords) -> None:
     shape = case.request.case
     integrity.check_warmup_complete(records.warmup, shape.warmup_request_count)
     if isinstance(case.request.definition.request_source, DatasetSource):
@@ -400,7 +378,7 @@ def _slo(
     return slo.slo_result(
         records.profiling,
         request_count=case.request.case.request_count,
-        native_good_count=metrics.summary_value(summary, "good_request_count"),
+        native_good_count=metrics.summary_value(summary, tags.GOOD_REQUEST_COUNT),
     )
 
 
@@ -412,30 +390,16 @@ def _population_lines(request: BenchClientRequest) -> list[dict[str, Any]] | Non
     return _json_lines(population.path)
 
 
-def _cold_start_verdict(
-    case: _Case, records: CaseRecords, population: list[dict[str, Any]] | None
-) -> integrity.ColdStartVerdict | None:
-    """The post-reset check of the first wave, written as cold-start.json."""
-    request = case.request
-    count = request.case.request_count
-    size = min(getattr(request.case.load_shape, "concurrency", None) or count, count, COLD_WAVE)
-    wave = integrity.first_wave(records.profiling, size)
-    bounds = None
-    if wave is not None and population is not None:
-        bounds = _prefix_bounds(request, population, wave)
-    verdict = integrity.cold_start_verdict(records.profiling, first_wave=size, prefix_bounds=bounds)
-    case.write_json(
-        "cold-start",
-        "reset_evidence",
-        {"schema_version": 1, "verdict": None if verdict is None else verdict.as_json()},
-    )
-    return verdict
-
-
 def _prefix_bounds(
-    request: BenchClientRequest, population: list[dict[str, Any]], wave: list[str | None]
-) -> list[int] | None:
-    """What each first-wave request may hit: its prompt's prefix shared with earlier ones."""
+    case: _Case, records: CaseRecords, population: list[dict[str, Any]] | None
+) -> tuple[int, ...] | None:
+    """What each first-wave request may hit after the reset: its prompt's prefix shared with
+    earlier ones, which only this stage can tokenize (validity judges the wave with them)."""
+    request = case.request
+    size = Load.of(request.case.load_shape).first_wave(request.case.request_count)
+    wave = validity.first_wave(validity.phase_records(records.profiling), size)
+    if wave is None or population is None:
+        return None
     by_session = {line.get("session_id"): line.get("messages") for line in population}
     found = [by_session.get(session) for session in wave]
     conversations = [messages for messages in found if isinstance(messages, list)]
@@ -445,15 +409,15 @@ def _prefix_bounds(
     if not isinstance(kwargs, dict):
         kwargs = {}
     prompts = prefix.prompt_token_ids(request.model.locator, conversations, kwargs)
-    return prefix.prefix_bounds(prompts)
+    return tuple(prefix.prefix_bounds(prompts))
 
 
 def _write_validity(
     case: _Case,
     records: CaseRecords,
     population: list[dict[str, Any]] | None,
-    cold: integrity.ColdStartVerdict | None,
-) -> None:
+    prefix_bounds: tuple[int, ...] | None,
+) -> validity.ValidityDocument:
     """validity.json: every measurement-validity verdict with the figures behind it."""
     request = case.request
     source = request.definition.request_source
@@ -471,9 +435,10 @@ def _write_validity(
         expectations=expectations,
         population_sha256=population_sha256,
         reset_requested=request.definition.reset_prefix_cache,
-        post_reset_cold=None if cold is None else cold.cold,
+        prefix_bounds=prefix_bounds,
     )
-    case.write_json("validity", "validity", document.to_json_dict())
+    case.write_json(VALIDITY_FILE, "validity", document.to_json_dict())
+    return document
 
 
 def _expectations(path: Path, lines: list[dict[str, Any]]) -> validity.Expectations:
@@ -498,15 +463,11 @@ def _tpot_applicable(request: BenchClientRequest) -> bool:
     return request.population is not None and request.population.tpot_applicable
 
 
-def _remaining(case: _Case) -> float:
-    return case.deadline - time.monotonic() - RESULT_RESERVE_SECONDS
-
-
 def _failed(case: _Case, message: str) -> BenchClientResult:
     return BenchClientResult(
         status=ClientStatus.FAILED,
         native_command=case.command,
         native_exit_code=case.exit_code,
-        raw_artifacts=case.artifacts,
+        raw_artifacts=[a for a in case.artifacts if a.path.exists()],
         error=message,
     )

@@ -37,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
         request_model=BenchClientRequest,
         stage=functools.partial(run_case, options=options),
         failed_result=failed_result,
+        what="case",
     )
 
 

@@ -11,6 +11,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
+from inferlab_bench import interrupts
 from inferlab_bench.atomic import write_bytes_atomic
 from inferlab_bench.errors import InferlabError, RequestError
 from inferlab_bench.protocol import dump_json, parse_request
@@ -26,6 +27,7 @@ def run_json_command(
     request_model: type[RequestT],
     stage: Callable[[RequestT], ResultT],
     failed_result: Callable[[str, bytes], ResultT],
+    what: str,
 ) -> int:
     """Run one stage in JSON mode.
 
@@ -35,17 +37,20 @@ def run_json_command(
     echo what little of the request was readable.
     """
     raw = b""
-    try:
-        raw = _read_request_bytes(input_path)
-        request = parse_request(request_model, raw)
-        result = stage(request)
-    except InferlabError as exc:
-        result = failed_result(str(exc), raw)
-    except Exception as exc:  # a bug of ours: still a result, never a traceback
-        if os.environ.get("INFERLAB_DEBUG"):
-            traceback.print_exc()
-        result = failed_result(f"internal error: {type(exc).__name__}: {exc}", raw)
-    return write_result(output_path, result)
+    # A signal at any point, before the stage starts or after it ends, still gets a result.
+    with interrupts.guard(what) as guard:
+        try:
+            raw = _read_request_bytes(input_path)
+            request = parse_request(request_model, raw)
+            result = stage(request)
+        except InferlabError as exc:
+            result = failed_result(str(exc), raw)
+        except Exception as exc:  # a bug of ours: still a result, never a traceback
+            if os.environ.get("INFERLAB_DEBUG"):
+                traceback.print_exc()
+            result = failed_result(f"internal error: {type(exc).__name__}: {exc}", raw)
+        with guard.deferred():
+            return write_result(output_path, result)
 
 
 def write_result(output_path: Path, result: BaseModel) -> int:

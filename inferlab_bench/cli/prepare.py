@@ -78,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
                 run_prepare, progress=stderr_progress(), catalog_dir=args.catalog_dir
             ),
             failed_result=failed_result,
+            what="preparation",
         )
     return run_human(args)
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from inferlab_bench.case.stage import run_case
 from inferlab_bench.cli.caseflags import add_case_flags, case_options, target_from, workload_from
 from inferlab_bench.cli.kube_flags import add_kube_flags, kube_options, render_dry_run, split_urls
 from inferlab_bench.cli.outcome import exit_code, render_cases
 from inferlab_bench.cli.render import report_error
 from inferlab_bench.errors import InferlabError
+from inferlab_bench.kube.job import KubeEngine
 from inferlab_bench.report.figures import case_plots
 from inferlab_bench.runs.execute import run_and_save
-from inferlab_bench.runs.kube import dry_run, kube_runner
+from inferlab_bench.runs.kube import dry_run
 from inferlab_bench.runs.requests import CaseShape, case_request, load_shape
 from inferlab_bench.runs.trials import run_trials
 
@@ -44,12 +44,12 @@ def run(args: argparse.Namespace) -> int:
         if kube is not None and kube.dry_run:
             return render_dry_run(dry_run([request], kube), as_json=args.json)
         options = case_options(args)
-        runner = run_case if kube is None else kube_runner(kube)
+        engine = None if kube is None else KubeEngine(kube)
         if args.trials > 1:
-            outcome = run_trials(request, options, args.trials, runner)
+            outcome = run_trials(request, options, args.trials, engine)
             cases, summaries = list(outcome.trials), outcome.summaries
         else:
-            cases, summaries = [run_and_save(request, options, runner)], ()
+            cases, summaries = [run_and_save(request, options, engine)], ()
     except InferlabError as exc:
         return report_error(exc)
     case_plots(cases, args.out / "plots")

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from inferlab_bench.case.stage import run_case
 from inferlab_bench.cli.caseflags import add_case_flags, case_options, target_from, workload_from
 from inferlab_bench.cli.kube_flags import add_kube_flags, kube_options, render_dry_run, split_urls
 from inferlab_bench.cli.outcome import exit_code, render_cases
 from inferlab_bench.cli.progress import stderr_progress
 from inferlab_bench.cli.render import report_error
 from inferlab_bench.errors import ConfigurationError, InferlabError
+from inferlab_bench.kube.job import KubeEngine
 from inferlab_bench.protocol import BenchLoadInput
-from inferlab_bench.runs.kube import dry_run, kube_runner
+from inferlab_bench.runs.kube import dry_run
 from inferlab_bench.runs.requests import CaseShape, case_request, load_shape
 from inferlab_bench.runs.sweep import run_sweep, sweep_requests
 
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
             args.out.resolve(),
             trials=args.trials,
             progress=stderr_progress(),
-            runner=run_case if kube is None else kube_runner(kube),
+            engine=None if kube is None else KubeEngine(kube),
         )
     except InferlabError as exc:
         return report_error(exc)

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 
 from inferlab_bench.errors import LoadGeneratorError
+from inferlab_bench.interrupts import Guard
 from inferlab_bench.kube.options import KubeOptions
 
 TERMINAL_PHASES = frozenset({"Completed", "Failed", "Cancelled"})
@@ -60,10 +58,6 @@ class _Log:
                 handle.write(f"$ {' '.join(run.argv)}\n[exit {run.exit_code}]\n")
                 handle.write(run.stdout + run.stderr + "\n")
         return run
-
-
-class _Stopped(Exception):
-    """SIGTERM or SIGINT arrived while the job was running."""
 
 
 def run_command(argv: Sequence[str], timeout: float = _COMMAND_TIMEOUT) -> CommandRun:
@@ -211,35 +205,39 @@ def run_job(
     deadline: float,
     options: KubeOptions,
     log_path: Path | None = None,
+    *,
+    guard: Guard,
 ) -> JobOutcome:
-    """Submit the job, wait for a terminal phase, cancel on deadline or SIGTERM/SIGINT, then
-    fetch the results (for a completed job retried until the deadline: the operator harvests
-    them after the end)."""
+    """Submit the job, wait for a terminal phase, cancel on ``deadline`` or when the stage's
+    guard fires (SIGTERM/SIGINT, the hard deadline), then fetch the results (for a completed
+    job retried until the deadline: the operator harvests them after the end)."""
     log = _Log(path=log_path)
     submit: CommandRun | None = None
     stopped_by: str | None = None
     phase = ""
-    try:
-        with _signals_raise():
-            submit = log.add(run_command(submit_command(cr_path, options), _remaining(deadline)))
+    with guard.deferred() as stop:
+        submit = log.add(run_command(submit_command(cr_path, options), _remaining(deadline)))
+        if not stop.is_set():
             checked(submit, "aiperf kube profile")
-            phase = _wait_terminal(name, deadline, options, log)
-    except _Stopped:
-        stopped_by = "signal"
-    if not phase:
-        stopped_by = stopped_by or "deadline"
-        log.add(run_command(cancel_command(name, options), _CANCEL_TIMEOUT))
-        phase = "Cancelled"
-    # Only a completed job's results are worth waiting for; others are fetched once.
-    retry = phase == "Completed" and stopped_by is None
-    fetched = _fetch_results(name, results_dir, deadline, options, log, retry=retry)
+            phase = _wait_terminal(name, deadline, options, log, stop)
+        if stop.is_set():
+            stopped_by = "deadline" if guard.deadline_passed else "signal"
+        if not phase:
+            stopped_by = stopped_by or "deadline"
+            log.add(run_command(cancel_command(name, options), _CANCEL_TIMEOUT))
+            phase = "Cancelled"
+        # Only a completed job's results are worth waiting for; others are fetched once.
+        retry = phase == "Completed" and stopped_by is None
+        fetched = _fetch_results(name, results_dir, deadline, options, log, retry=retry)
     return JobOutcome(phase, stopped_by, fetched, tuple(log.commands), submit)
 
 
-def _wait_terminal(name: str, deadline: float, options: KubeOptions, log: _Log) -> str:
-    """The terminal phase, or "" when the deadline passes first."""
+def _wait_terminal(
+    name: str, deadline: float, options: KubeOptions, log: _Log, stop: threading.Event
+) -> str:
+    """The terminal phase, or "" when the deadline passes or a stop is asked first."""
     failures = 0
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not stop.is_set():
         run = run_command(status_command(name, options), min(_remaining(deadline), 60.0))
         if run.exit_code == 0:
             failures = 0
@@ -252,7 +250,7 @@ def _wait_terminal(name: str, deadline: float, options: KubeOptions, log: _Log) 
             log.add(run)
             if failures >= _MAX_STATUS_FAILURES:
                 checked(run, f"kubectl get (status of {name})")
-        time.sleep(max(0.0, min(options.poll_seconds, _remaining(deadline))))
+        stop.wait(max(0.0, min(options.poll_seconds, _remaining(deadline))))
     return ""
 
 
@@ -270,21 +268,3 @@ def _fetch_results(
 
 def _remaining(deadline: float) -> float:
     return max(0.0, deadline - time.monotonic())
-
-
-@contextlib.contextmanager
-def _signals_raise() -> Iterator[None]:
-    # Handlers can only be set from the main thread; elsewhere the signals keep their default.
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise _Stopped
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)

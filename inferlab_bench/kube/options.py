@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +32,8 @@ class KubeOptions:
     name: str | None = None
     poll_seconds: float = 5.0
     kubeconfig: Path | None = None
-    aiperf_command: tuple[str, ...] = ("aiperf",)
+    aiperf_command: tuple[str, ...] = (sys.executable, "-m", "aiperf")
+    """This interpreter's own AIPerf (the pinned one), never whatever ``aiperf`` is on PATH."""
     kubectl_command: tuple[str, ...] = ("kubectl",)
 
     def __post_init__(self) -> None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from inferlab_bench.errors import DigestMismatchError
 from inferlab_bench.prepare.cache import cached_path, file_sha256
 from inferlab_bench.prepare.catalog import CatalogEntry
 from inferlab_bench.prepare.digest import verify
@@ -27,7 +28,11 @@ class Acquired:
 def acquire(
     entry: CatalogEntry, source_path: Path, progress: ProgressSink = NULL_PROGRESS
 ) -> Acquired:
-    """``source_path`` if it hashes right, else the cache if it hashes right, else download."""
+    """``source_path`` if it hashes right, else the cache if it hashes right, else download.
+
+    A ``source_path`` that exists with other bytes is refused with both digests: the caller
+    named that file, and a download would hide that it is not the catalogued one.
+    """
     for path, origin in ((source_path, "source_path"), (cached_path(entry.sha256), "cache")):
         if path.is_file():
             progress.begin(f"verifying {path.name}", None, unit="")
@@ -35,9 +40,16 @@ def acquire(
             progress.end()
             if digest == entry.sha256:
                 return Acquired(path, digest, origin)  # type: ignore[arg-type]
-            if origin == "cache":
-                # A corrupt cache entry must not be used, and must not block a fresh download.
-                path.unlink(missing_ok=True)
+            if origin == "source_path":
+                raise DigestMismatchError(
+                    f"source_path {path}",
+                    entry.sha256,
+                    digest,
+                    hint="this file is not the catalogued dataset; fix or remove it, or give "
+                    "a source_path that does not exist to download into the cache",
+                )
+            # A corrupt cache entry must not be used, and must not block a fresh download.
+            path.unlink(missing_ok=True)
     downloaded = download_verified(entry.url, entry.sha256, cached_path(entry.sha256), progress)
     verify("downloaded file", entry.sha256, downloaded.sha256)
     return Acquired(downloaded.path, downloaded.sha256, "download")

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from inferlab_bench.layout import cache_root
 from inferlab_bench.prepare.digest import StreamingHasher
 
 _CHUNK = 4 << 20
 
 
 def cache_home() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "inferlab"
+    return cache_root()
 
 
 def dataset_cache_dir() -> Path:

@@ -37,8 +37,9 @@ def download_verified(
     on any failure the temp file is removed and nothing appears at ``final_path``.
     """
     final_path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_parts(final_path)
     fd, tmp_name = tempfile.mkstemp(
-        prefix=f".{final_path.name}.", suffix=".part", dir=final_path.parent
+        prefix=f".{final_path.name}.{os.getpid()}.", suffix=".part", dir=final_path.parent
     )
     tmp = Path(tmp_name)
     try:
@@ -53,6 +54,29 @@ def download_verified(
             tmp.unlink()
         raise
     return Downloaded(final_path, hasher.hexdigest(), hasher.size, url)
+
+
+def remove_stale_parts(final_path: Path) -> list[Path]:
+    """Remove the temp files of downloads to ``final_path`` whose process is gone (one killed
+    with SIGKILL cannot clean up); a live download's part is left alone."""
+    removed = []
+    for part in final_path.parent.glob(f".{final_path.name}.*.part"):
+        owner = part.name[len(final_path.name) + 2 :].split(".", 1)[0]
+        if owner.isdigit() and not _alive(int(owner)):
+            with contextlib.suppress(OSError):
+                part.unlink()
+                removed.append(part)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
 
 
 def _stream(url: str, handle: object, progress: ProgressSink) -> StreamingHasher:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from inferlab_bench import interrupts
 from inferlab_bench.errors import (
     DatasetError,
     InferlabError,
@@ -61,10 +62,14 @@ def run_prepare(
 ) -> BenchDatasetPreparationResult:
     """Run preparation; always returns a result (failures carry the error and counts)."""
     census = _Census()
-    try:
-        return _run(request, census, progress, catalog_dir)
-    except InferlabError as exc:
-        return _result(request, census, ClientStatus.FAILED, error=str(exc))
+    # SIGTERM/SIGINT at any point (download, tokenization) end in a failed result; the
+    # download's temp file and the pool's workers are cleaned up on the way out.
+    with interrupts.guard("preparation") as guard:
+        try:
+            return _run(request, census, progress, catalog_dir)
+        except InferlabError as exc:
+            with guard.deferred():
+                return _result(request, census, ClientStatus.FAILED, error=str(exc))
 
 
 def _run(

@@ -12,6 +12,7 @@ from typing import Any
 from inferlab_bench.errors import TokenizerError
 from inferlab_bench.prepare.bounds import SegmentBound
 from inferlab_bench.prepare.template import Plans
+from inferlab_bench.tokenizer import load_tokenizer
 from inferlab_bench.versions import package_version
 
 _FINGERPRINT_FILES = (
@@ -164,15 +165,7 @@ def fingerprint(locator: str) -> str:
 
 
 def _load(locator: str) -> Any:
-    try:
-        from transformers import AutoTokenizer
-
-        return AutoTokenizer.from_pretrained(locator, local_files_only=True)
-    except Exception as exc:  # transformers raises OSError, ValueError, ... for a bad locator
-        raise TokenizerError(
-            f"model.locator {locator!r}: cannot load a tokenizer from local files ({exc})",
-            hint="point model.locator at a directory with tokenizer.json / tokenizer_config.json",
-        ) from exc
+    return load_tokenizer(locator)
 
 
 def _batch_encoder(backend: Any) -> Any:

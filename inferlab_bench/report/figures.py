@@ -8,20 +8,19 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
+from inferlab_bench.layout import RECORDS_PARQUET
+from inferlab_bench.load import Load
 from inferlab_bench.protocol import BenchLoadInput, ClientStatus
 from inferlab_bench.report import plots
-from inferlab_bench.report.rundir import RECORDS_PARQUET, SavedCase
+from inferlab_bench.report.rundir import SavedCase
 from inferlab_bench.report.tables import load_label
 
 LATENCY_COLUMNS = ("ttft_ms", "tpot_ms", "request_latency_ms")
 
 
 def load_value(load: BenchLoadInput) -> float:
-    if load.kind == "concurrency_limited":
-        return float(load.concurrency)
-    if load.kind == "request_rate_limited":
-        return load.request_rate
-    return float("inf")
+    level = Load.of(load).level
+    return float("inf") if level is None else level
 
 
 def case_plots(cases: Sequence[SavedCase], directory: Path) -> tuple[Path, ...]:
@@ -68,5 +67,6 @@ def latency_samples(case: SavedCase) -> dict[str, np.ndarray]:
 
 
 def _load_axis(case: SavedCase) -> str:
-    kind = case.request.case.load_shape.kind if case.request else ""
-    return "concurrency" if kind == "concurrency_limited" else "request rate (req/s)"
+    if case.request is None:
+        return "request rate (req/s)"
+    return Load.of(case.request.case.load_shape).axis

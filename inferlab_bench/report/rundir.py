@@ -9,15 +9,14 @@ from typing import Any
 import orjson
 
 from inferlab_bench.errors import RequestError
+from inferlab_bench.layout import (
+    REQUEST_FILE,
+    RESULT_FILE,
+    TRIALS_FILE,
+    VALIDITY_FILE,
+)
 from inferlab_bench.protocol import BenchClientRequest, BenchClientResult, parse_request
 from inferlab_bench.validity.trials import MetricSummary
-
-REQUEST_FILE = "request.json"
-RESULT_FILE = "result.json"
-VALIDITY_FILE = "validity.json"
-SWEEP_FILE = "sweep.json"
-TRIALS_FILE = "trials.json"
-RECORDS_PARQUET = "records.parquet"
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from inferlab_bench.load import Load
 from inferlab_bench.protocol import BenchClientRequest, BenchClientResult, ClientStatus
 from inferlab_bench.report.compare import Comparison
 from inferlab_bench.report.rundir import SavedCase
@@ -29,13 +30,7 @@ def load_label(request: BenchClientRequest | None) -> str:
     """A short load name: ``c=4``, ``2.5/s``, ``gamma(0.5) 2/s`` or ``unbounded``."""
     if request is None:
         return "?"
-    shape = request.case.load_shape
-    if shape.kind == "concurrency_limited":
-        return f"c={shape.concurrency}"
-    if shape.kind == "request_rate_limited":
-        rate = f"{shape.request_rate:g}/s"
-        return rate if shape.burstiness is None else f"gamma({shape.burstiness:g}) {rate}"
-    return "unbounded"
+    return Load.of(request.case.load_shape).label
 
 
 def case_table(result: BenchClientResult, title: str = "case") -> RenderableType:

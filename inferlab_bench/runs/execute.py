@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -10,36 +9,24 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from inferlab_bench.atomic import atomic_writer, write_bytes_atomic
+from inferlab_bench.case.engine import LoadEngine
 from inferlab_bench.case.records import RecordColumns, read_records
 from inferlab_bench.case.stage import CaseOptions, run_case
 from inferlab_bench.errors import RecordsError
+from inferlab_bench.layout import RECORDS_PARQUET, REQUEST_FILE, RESULT_FILE
+from inferlab_bench.metric_tags import MS_NAME
 from inferlab_bench.protocol import BenchClientRequest, BenchClientResult, dump_json
-from inferlab_bench.report.rundir import (
-    RECORDS_PARQUET,
-    REQUEST_FILE,
-    RESULT_FILE,
-    SavedCase,
-    load_case,
-)
-
-CaseRunner = Callable[[BenchClientRequest, CaseOptions], BenchClientResult]
-"""How a case runs: ``run_case`` here, or on Kubernetes (``runs.kube.kube_runner``)."""
-
-_MS_METRICS = {
-    "time_to_first_token": "ttft_ms",
-    "inter_token_latency": "tpot_ms",
-    "request_latency": "request_latency_ms",
-}
+from inferlab_bench.report.rundir import SavedCase, load_case
 
 
 def run_and_save(
-    request: BenchClientRequest, options: CaseOptions, runner: CaseRunner = run_case
+    request: BenchClientRequest, options: CaseOptions, engine: LoadEngine | None = None
 ) -> SavedCase:
     """Run the case into ``request.artifact_dir`` and save its request and result there."""
     directory = request.artifact_dir
     directory.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(directory / REQUEST_FILE, dump_json(request))
-    result = runner(request, options)
+    result = run_case(request, options, engine)
     write_bytes_atomic(directory / RESULT_FILE, dump_json(result))
     export_records(directory, result)
     return load_case(directory)
@@ -77,5 +64,5 @@ def records_table(columns: RecordColumns) -> pa.Table:
         "error_message": columns.error_message,
     }
     for tag, values in columns.metrics.items():
-        data[_MS_METRICS.get(tag, tag)] = np.asarray(values, dtype=np.float64)
+        data[MS_NAME.get(tag, tag)] = np.asarray(values, dtype=np.float64)
     return pa.table(data)

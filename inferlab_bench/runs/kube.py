@@ -1,4 +1,4 @@
-"""``--engine kube`` for run and sweep: the case runner, and dry runs that only write manifests."""
+"""``--engine kube`` dry runs for run and sweep: manifests written and validated, nothing run."""
 
 from __future__ import annotations
 
@@ -7,14 +7,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from inferlab_bench.atomic import write_bytes_atomic
-from inferlab_bench.case.stage import CaseOptions
 from inferlab_bench.errors import ConfigurationError
+from inferlab_bench.kube.job import prepare_kube_case, refuse_loopback
 from inferlab_bench.kube.manifests import pod_urls
 from inferlab_bench.kube.options import KubeOptions
-from inferlab_bench.kube.stage import prepare_kube_case, refuse_loopback, run_case_on_kube
-from inferlab_bench.protocol import BenchClientRequest, BenchClientResult, dump_json
-from inferlab_bench.report.rundir import REQUEST_FILE
-from inferlab_bench.runs.execute import CaseRunner
+from inferlab_bench.layout import REQUEST_FILE
+from inferlab_bench.protocol import BenchClientRequest, dump_json
 
 
 @dataclass(frozen=True)
@@ -25,17 +23,6 @@ class DryRunCase:
     manifests: tuple[Path, ...]
     job_name: str
     notes: tuple[str, ...]
-
-
-def kube_runner(options: KubeOptions) -> CaseRunner:
-    """A runner for ``run_and_save``: each case becomes one AIPerfJob."""
-    if options.dry_run:
-        raise ConfigurationError("internal: a dry run writes manifests and runs no case")
-
-    def run(request: BenchClientRequest, case_options: CaseOptions) -> BenchClientResult:
-        return run_case_on_kube(request, options, case_options)
-
-    return run
 
 
 def dry_run(requests: Sequence[BenchClientRequest], options: KubeOptions) -> list[DryRunCase]:

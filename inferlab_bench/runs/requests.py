@@ -7,6 +7,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from inferlab_bench.errors import ConfigurationError
+from inferlab_bench.load import Load
 from inferlab_bench.protocol import (
     BenchCaseInput,
     BenchClientRequest,
@@ -15,14 +16,11 @@ from inferlab_bench.protocol import (
     BenchPopulationInput,
     BenchRequestSloInput,
     ClientEndpointInput,
-    ConcurrencyLimited,
     DatasetSource,
     EndpointProtocol,
     MeasurementModelInput,
     RandomSource,
     RequestBody,
-    RequestRateLimited,
-    UnboundedRequestRate,
 )
 
 
@@ -73,12 +71,10 @@ def load_shape(
     if burstiness is not None and rate is None:
         raise ConfigurationError("--burstiness only applies with --rate")
     if concurrency is not None:
-        return ConcurrencyLimited(kind="concurrency_limited", concurrency=concurrency)
+        return Load.at_concurrency(concurrency).wire()
     if rate is not None:
-        return RequestRateLimited(
-            kind="request_rate_limited", request_rate=rate, burstiness=burstiness
-        )
-    return UnboundedRequestRate(kind="unbounded_request_rate")
+        return Load.at_rate(rate, burstiness).wire()
+    return Load.unbounded().wire()
 
 
 def slo_input(

@@ -9,13 +9,16 @@ from pathlib import Path
 import orjson
 
 from inferlab_bench.atomic import write_bytes_atomic
-from inferlab_bench.case.stage import CaseOptions, run_case
+from inferlab_bench.case.engine import LoadEngine
+from inferlab_bench.case.stage import CaseOptions
+from inferlab_bench.layout import SWEEP_FILE
+from inferlab_bench.load import Load
 from inferlab_bench.progress import NULL_PROGRESS, ProgressSink
 from inferlab_bench.protocol import BenchClientRequest, BenchLoadInput
 from inferlab_bench.report.figures import case_plots
-from inferlab_bench.report.rundir import SWEEP_FILE, SavedCase
+from inferlab_bench.report.rundir import SavedCase
 from inferlab_bench.report.tables import load_label
-from inferlab_bench.runs.execute import CaseRunner, run_and_save
+from inferlab_bench.runs.execute import run_and_save
 from inferlab_bench.runs.trials import run_trials
 
 
@@ -27,16 +30,7 @@ class SweepOutcome:
 
 
 def case_dir(root: Path, index: int, load: BenchLoadInput) -> Path:
-    label = load_label_for_dir(load)
-    return root / f"{index:02d}-{label}"
-
-
-def load_label_for_dir(load: BenchLoadInput) -> str:
-    if load.kind == "concurrency_limited":
-        return f"c{load.concurrency}"
-    if load.kind == "request_rate_limited":
-        return f"rate{load.request_rate:g}"
-    return "unbounded"
+    return root / f"{index:02d}-{Load.of(load).slug}"
 
 
 def sweep_requests(
@@ -61,16 +55,16 @@ def run_sweep(
     root: Path,
     trials: int = 1,
     progress: ProgressSink = NULL_PROGRESS,
-    runner: CaseRunner = run_case,
+    engine: LoadEngine | None = None,
 ) -> SweepOutcome:
     """Run ``base`` at every load in order (each in its own directory) and plot the sweep."""
     cases = []
     progress.begin(f"sweep of {len(loads)} cases", len(loads), unit="cases")
     for request in sweep_requests(base, loads, root):
         if trials > 1:
-            cases.append(run_trials(request, options, trials, runner).trials[0])
+            cases.append(run_trials(request, options, trials, engine).trials[0])
         else:
-            cases.append(run_and_save(request, options, runner))
+            cases.append(run_and_save(request, options, engine))
         progress.advance()
     progress.end()
     write_bytes_atomic(root / SWEEP_FILE, _index(cases))

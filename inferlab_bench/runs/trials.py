@@ -9,10 +9,12 @@ from pathlib import Path
 import orjson
 
 from inferlab_bench.atomic import write_bytes_atomic
-from inferlab_bench.case.stage import CaseOptions, run_case
+from inferlab_bench.case.engine import LoadEngine
+from inferlab_bench.case.stage import CaseOptions
+from inferlab_bench.layout import TRIALS_FILE
 from inferlab_bench.protocol import BenchClientRequest, ClientStatus
-from inferlab_bench.report.rundir import TRIALS_FILE, SavedCase
-from inferlab_bench.runs.execute import CaseRunner, run_and_save
+from inferlab_bench.report.rundir import SavedCase
+from inferlab_bench.runs.execute import run_and_save
 from inferlab_bench.validity.trials import MetricSummary, summarize_trials
 
 
@@ -28,13 +30,16 @@ def trial_dir(root: Path, index: int) -> Path:
 
 
 def run_trials(
-    request: BenchClientRequest, options: CaseOptions, count: int, runner: CaseRunner = run_case
+    request: BenchClientRequest,
+    options: CaseOptions,
+    count: int,
+    engine: LoadEngine | None = None,
 ) -> TrialsOutcome:
     """Run the case ``count`` times (trial-01, trial-02, ...) and summarize the successes."""
     root = request.artifact_dir
     trials = tuple(
         run_and_save(
-            request.model_copy(update={"artifact_dir": trial_dir(root, i)}), options, runner
+            request.model_copy(update={"artifact_dir": trial_dir(root, i)}), options, engine
         )
         for i in range(1, count + 1)
     )

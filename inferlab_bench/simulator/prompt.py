@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from inferlab_bench.errors import TokenizerError
+from inferlab_bench.tokenizer import load_tokenizer
 
 Messages = list[dict[str, Any]]
 
@@ -91,12 +92,4 @@ class PromptTokenizer:
 
 
 def _load(tokenizer_dir: str) -> Any:
-    try:
-        from transformers import AutoTokenizer
-
-        return AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True)
-    except Exception as exc:  # OSError, ValueError, ImportError...
-        raise TokenizerError(
-            f"tokenizer {tokenizer_dir!r} could not be loaded: {exc}",
-            hint="pass a local directory with tokenizer.json and tokenizer_config.json",
-        ) from exc
+    return load_tokenizer(tokenizer_dir, field="tokenizer")

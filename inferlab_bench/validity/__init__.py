@@ -1,8 +1,15 @@
 """Measurement validity: pure checks that say whether a case's numbers can be trusted."""
 
-from inferlab_bench.validity.adapter import assess_case, expectations_from_population
+from inferlab_bench.validity.adapter import assess_case, expectations_from_population, phase_records
 from inferlab_bench.validity.assess import CaseFacts, Tolerances, assess
-from inferlab_bench.validity.cache import CacheColdness, assess_cache
+from inferlab_bench.validity.cache import (
+    COLD_WAVE,
+    CacheColdness,
+    ColdStart,
+    assess_cache,
+    cold_start,
+    first_wave,
+)
 from inferlab_bench.validity.digests import SequenceDigest, population_sha256, sequence_digest
 from inferlab_bench.validity.dispatch import DispatchFidelity, DispatchTolerances, assess_dispatch
 from inferlab_bench.validity.distribution import Distribution, describe
@@ -36,7 +43,9 @@ from inferlab_bench.validity.trials import (
 from inferlab_bench.validity.verdict import Check, Verdict
 
 __all__ = [
+    "COLD_WAVE",
     "CacheColdness",
+    "ColdStart",
     "CaseFacts",
     "Check",
     "DispatchFidelity",
@@ -58,6 +67,9 @@ __all__ = [
     "Verdict",
     "assess",
     "assess_cache",
+    "cold_start",
+    "first_wave",
+    "phase_records",
     "assess_case",
     "assess_dispatch",
     "build_document",

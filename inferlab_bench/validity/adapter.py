@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from inferlab_bench import metric_tags as tags
 from inferlab_bench.errors import PopulationError
 from inferlab_bench.protocol import BenchLoadInput
 from inferlab_bench.validity.assess import DEFAULT_TOLERANCES, CaseFacts, Tolerances, assess
@@ -61,7 +62,7 @@ class CaseRecords(Protocol):
 
 def phase_records(columns: RecordColumns) -> PhaseRecords:
     """The case stage's columns of one phase as validity inputs."""
-    good = _floats(columns, "good_request_count")
+    good = _floats(columns, tags.GOOD_REQUEST_COUNT)
     return PhaseRecords(
         session_ids=tuple(
             cid if cid is not None else f"session-{num}"
@@ -71,22 +72,19 @@ def phase_records(columns: RecordColumns) -> PhaseRecords:
         end_ns=np.asarray(columns.end_ns, dtype=np.int64),
         succeeded=~np.asarray(columns.has_error, dtype=bool)
         & ~np.asarray(columns.was_cancelled, dtype=bool),
-        prompt_tokens=_floats(columns, "usage_prompt_tokens"),
-        output_tokens=_floats(columns, "output_sequence_length"),
-        cached_prompt_tokens=_floats(columns, "usage_prompt_cache_read_tokens"),
+        prompt_tokens=_floats(columns, tags.PROMPT_TOKENS),
+        output_tokens=_floats(columns, tags.OUTPUT_TOKENS),
+        cached_prompt_tokens=_floats(columns, tags.CACHED_PROMPT_TOKENS),
         credit_issued_ns=_credit_issued(columns),
         good=None if np.isnan(good).all() else good == 1,
         client_send_ms=_client_send(columns),
-        ttft_ms=_floats(columns, "time_to_first_token"),
+        ttft_ms=_floats(columns, tags.TTFT),
     )
-
-
-_SEND_TAGS = ("http_req_blocked", "http_req_connecting", "http_req_sending")
 
 
 def _client_send(columns: RecordColumns) -> FloatArray | None:
     """Blocked + connecting + sending per request (a missing part counts 0; None if none)."""
-    parts = np.vstack([_floats(columns, tag) for tag in _SEND_TAGS])
+    parts = np.vstack([_floats(columns, tag) for tag in tags.SEND_PARTS])
     if len(columns) == 0 or np.isnan(parts).all():
         return None
     total: FloatArray = np.nansum(parts, axis=0)
@@ -138,13 +136,13 @@ def assess_case(
     expectations: Expectations | None,
     population_sha256: str | None,
     reset_requested: bool,
-    post_reset_cold: bool | None = None,
+    prefix_bounds: tuple[int, ...] | None = None,
     tolerances: Tolerances = DEFAULT_TOLERANCES,
 ) -> ValidityDocument:
     """The validity document of one case from the case stage's parsed records.
 
-    ``post_reset_cold`` is the case stage's own post-reset verdict (``ColdStartVerdict.cold``),
-    carried into ``cache_cold``; None when it did not judge.
+    ``prefix_bounds`` are the first wave's shared prompt prefixes (``CaseFacts``), which only
+    the case stage can compute; the cold-start judgement itself is made here.
     """
     warmup = phase_records(records.warmup) if len(records.warmup) else None
     facts = CaseFacts(
@@ -152,6 +150,6 @@ def assess_case(
         expectations=expectations,
         population_sha256=population_sha256,
         reset_requested=reset_requested,
-        post_reset_verdict=post_reset_cold,
+        prefix_bounds=prefix_bounds,
     )
     return assess(phase_records(records.profiling), warmup, facts, tolerances)

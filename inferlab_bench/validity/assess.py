@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from inferlab_bench.load import Load
 from inferlab_bench.protocol import BenchLoadInput
-from inferlab_bench.validity.cache import assess_cache
+from inferlab_bench.validity.cache import ColdStart, assess_cache, cold_start
 from inferlab_bench.validity.digests import sequence_digest
 from inferlab_bench.validity.dispatch import DispatchTolerances, assess_dispatch
 from inferlab_bench.validity.goodput import token_goodput
@@ -38,7 +39,9 @@ class CaseFacts:
     expectations: Expectations | None = None
     population_sha256: str | None = None
     reset_requested: bool = False
-    post_reset_verdict: bool | None = None
+    prefix_bounds: tuple[int, ...] | None = None
+    """Per first-wave request (in ``cache.first_wave`` order), the tokens its prompt shares
+    with an earlier one: what it may find cached after a reset. None: prompts unknown."""
 
 
 def assess(
@@ -60,8 +63,15 @@ def assess(
         output_tokens=reconcile_output_tokens(
             profiling, expected.output_tokens if expected else None, tolerances.output_tokens
         ),
-        cache=assess_cache(profiling, warmup, facts.reset_requested, facts.post_reset_verdict),
+        cache=assess_cache(profiling, warmup, facts.reset_requested, _cold_start(profiling, facts)),
         goodput=token_goodput(profiling),
         population_sha256=facts.population_sha256,
         sequences=sequences,
     )
+
+
+def _cold_start(profiling: PhaseRecords, facts: CaseFacts) -> ColdStart | None:
+    if not facts.reset_requested:
+        return None
+    size = Load.of(facts.load).first_wave(len(profiling))
+    return cold_start(profiling, size, facts.prefix_bounds)

@@ -1,28 +1,33 @@
-"""Cache coldness: prompt-cache read ratio per phase and whether the measured phase began cold.
+"""Cache coldness: prompt-cache read ratio per phase, and the one judgement of a cold start.
 
-After a real reset nothing is cached, so whichever of the first requests reaches the
-server first reads no cached token at all: the smallest cached count among the first
-``first_requests`` started profiling requests must be 0. A reset that did nothing leaves
-at least the shared chat-template prefix cached, and every one of them reads it. The case
-stage's own post-reset verdict, when it gives one, is carried next to this check.
+After a real reset nothing is cached. The first wave of profiling requests (those that start
+before any can have finished: the concurrency, capped) is judged by start order: the
+earliest must read no cached token at all, and each later one at most the token prefix its
+prompt shares with a prompt that started before it (the chat template's preamble, a common
+opening), which the earlier request may just have written. Anything cached beyond that
+came from before the reset. Without the prompts (synthetic ones) only the earliest request
+is judged. The case stage computes the shared prefixes (it has the tokenizer); the verdict
+is made here, once, for both the case's error and validity.json.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from inferlab_bench.validity.inputs import PhaseRecords
+from inferlab_bench.validity.inputs import Int64Array, PhaseRecords
 from inferlab_bench.validity.verdict import (
     Check,
     Figures,
     Verdict,
-    at_most,
     combine_checks,
     not_applicable,
     unknown,
 )
 
-FIRST_REQUESTS = 4
+COLD_WAVE = 256
+"""At most this many first profiling requests are judged."""
 
 
 class PhaseCache(Figures):
@@ -34,13 +39,26 @@ class PhaseCache(Figures):
     read_ratio: float | None
 
 
+class ColdStart(Figures):
+    """The first wave after a reset against what each request may legitimately hit."""
+
+    checked_requests: int
+    first_request_cached_tokens: int
+    max_cached_tokens: int
+    shared_prefix_bound: int | None
+    """The most any checked request may hit; None when the prompts are unknown."""
+    exceeding_requests: int
+    cold: bool
+    reason: str
+
+
 class CacheColdness(Figures):
     """The verdict ``cache_cold`` and its figures."""
 
     cache_cold: Verdict
     reset_requested: bool
     phases: tuple[PhaseCache, ...]
-    first_requests_min_cached_tokens: int | None
+    cold_start: ColdStart | None
     checks: tuple[Check, ...]
 
 
@@ -66,23 +84,67 @@ def phase_cache(phase: str, records: PhaseRecords) -> PhaseCache:
     )
 
 
-def first_requests_min_cached(records: PhaseRecords, count: int = FIRST_REQUESTS) -> int | None:
-    """Fewest cached tokens among the first ``count`` started requests (None: not reported)."""
-    first = np.argsort(records.start_ns, kind="stable")[:count]
-    cached = records.cached_prompt_tokens[first]
-    cached = cached[np.isfinite(cached)]
-    return int(cached.min()) if cached.size else None
+def _wave_order(records: PhaseRecords, size: int) -> Int64Array | None:
+    """Indices of the first ``size`` requests by start; None when no cached tokens are
+    reported (nothing to judge)."""
+    if not len(records) or np.all(np.isnan(records.cached_prompt_tokens)):
+        return None
+    order: Int64Array = np.argsort(records.start_ns, kind="stable")[: max(1, min(size, COLD_WAVE))]
+    return order
 
 
-def stage_check(post_reset_verdict: bool | None) -> Check:
-    """The case stage's post-reset verdict as a check (not applicable when it gave none)."""
-    if post_reset_verdict is None:
-        return not_applicable("case_post_reset_check", "the case stage gave no verdict")
-    verdict = Verdict.PASS if post_reset_verdict else Verdict.FAIL
-    return Check(
-        name="case_post_reset_check",
-        verdict=verdict,
-        detail="first profiling requests hit nothing beyond the template prefix",
+def first_wave(records: PhaseRecords, size: int) -> list[str] | None:
+    """Session ids of the first ``size`` requests by start (None: the server reports no
+    cached tokens), for the caller to find their prompts."""
+    order = _wave_order(records, size)
+    return None if order is None else [records.session_ids[int(i)] for i in order]
+
+
+def cold_start(
+    records: PhaseRecords, size: int, prefix_bounds: Sequence[int] | None
+) -> ColdStart | None:
+    """Judge the first ``size`` requests (``prefix_bounds`` in the order ``first_wave``
+    gave); None when the server reports no cached tokens."""
+    order = _wave_order(records, size)
+    if order is None:
+        return None
+    wave = np.nan_to_num(records.cached_prompt_tokens[order], nan=0.0).astype(np.int64)
+    if prefix_bounds is None:
+        allowed = np.zeros(1, dtype=np.int64)
+        judged = wave[:1]
+    else:
+        if len(prefix_bounds) != len(wave):
+            raise ValueError(f"{len(prefix_bounds)} prefix bounds for {len(wave)} requests")
+        allowed = np.asarray(prefix_bounds, dtype=np.int64)
+        allowed[0] = 0  # the earliest request may never hit anything
+        judged = wave
+    exceeding = int(np.sum(judged > allowed))
+    first, checked = int(wave[0]), int(judged.shape[0])
+    bound = None if prefix_bounds is None else int(allowed.max())
+    return ColdStart(
+        checked_requests=checked,
+        first_request_cached_tokens=first,
+        max_cached_tokens=int(wave.max()),
+        shared_prefix_bound=bound,
+        exceeding_requests=exceeding,
+        cold=exceeding == 0,
+        reason=_reason(first, exceeding, checked, bound),
+    )
+
+
+def _reason(first: int, exceeding: int, checked: int, bound: int | None) -> str:
+    if first:
+        return f"the first profiling request read {first} cached prompt tokens after the reset"
+    if exceeding:
+        return (
+            f"{exceeding} of {checked} first-wave requests read more cached tokens than their "
+            "prompts share with the requests started before them"
+        )
+    if bound is None:
+        return "the first profiling request read no cached tokens (other prompts unknown)"
+    return (
+        f"no first-wave request read more than its prompt shares with earlier ones "
+        f"(at most {bound} tokens)"
     )
 
 
@@ -90,33 +152,23 @@ def assess_cache(
     profiling: PhaseRecords,
     warmup: PhaseRecords | None,
     reset_requested: bool,
-    post_reset_verdict: bool | None = None,
-    first_requests: int = FIRST_REQUESTS,
+    cold: ColdStart | None = None,
 ) -> CacheColdness:
     """Per-phase ratios and, when a reset was asked, whether profiling started cold."""
     phases = [phase_cache("profiling", profiling)]
     if warmup is not None and len(warmup):
         phases.insert(0, phase_cache("warmup", warmup))
-    lowest = first_requests_min_cached(profiling, first_requests)
     if not reset_requested:
-        checks = [not_applicable("first_requests_cold", "no prefix-cache reset was asked")]
+        check = not_applicable("first_wave_cold", "no prefix-cache reset was asked")
+    elif cold is None:
+        check = unknown("first_wave_cold", "the server reports no cached prompt tokens")
     else:
-        checks = [_first_check(lowest, first_requests), stage_check(post_reset_verdict)]
+        verdict = Verdict.PASS if cold.cold else Verdict.FAIL
+        check = Check(name="first_wave_cold", verdict=verdict, detail=cold.reason)
     return CacheColdness(
-        cache_cold=combine_checks(checks),
+        cache_cold=combine_checks([check]),
         reset_requested=reset_requested,
         phases=tuple(phases),
-        first_requests_min_cached_tokens=lowest,
-        checks=tuple(checks),
-    )
-
-
-def _first_check(lowest: int | None, count: int) -> Check:
-    if lowest is None:
-        return unknown("first_requests_cold", "the server reports no cached prompt tokens")
-    return at_most(
-        "first_requests_cold",
-        float(lowest),
-        0.0,
-        f"fewest cached tokens among the first {count} profiling requests",
+        cold_start=cold,
+        checks=(check,),
     )

@@ -28,12 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from inferlab_bench.protocol import (
-    BenchLoadInput,
-    ConcurrencyLimited,
-    RequestRateLimited,
-    UnboundedRequestRate,
-)
+from inferlab_bench.load import Load, LoadKind
+from inferlab_bench.protocol import BenchLoadInput
 from inferlab_bench.validity.distribution import Distribution, describe
 from inferlab_bench.validity.inputs import FloatArray, Int64Array, PhaseRecords
 from inferlab_bench.validity.verdict import (
@@ -109,11 +105,6 @@ def interarrival_cv(start_ns: Int64Array) -> float | None:
     if gaps.size < 2 or gaps.mean() <= 0:
         return None
     return float(gaps.std(ddof=1) / gaps.mean())
-
-
-def expected_cv(burstiness: float | None) -> float:
-    """CV of gamma inter-arrivals with shape ``burstiness`` (None means poisson, CV 1)."""
-    return 1.0 if burstiness is None else 1.0 / math.sqrt(burstiness)
 
 
 def cv_standard_error(shape: float, gaps: int) -> float:
@@ -215,13 +206,16 @@ def assess_dispatch(
     cv = interarrival_cv(records.start_ns)
     target_rate = expected = None
     asked = held = None
-    if isinstance(load, RequestRateLimited):
-        target_rate, expected = load.request_rate, expected_cv(load.burstiness)
+    shape = Load.of(load)
+    cap = shape.in_flight(n)  # a concurrency above the request count cannot be held
+    if shape.rate_limited:
+        target_rate, expected = shape.rate, shape.expected_interarrival_cv
+        assert target_rate is not None and expected is not None
         checks += [rate_check(rate, target_rate, expected, n, tol), cv_check(cv, expected, n, tol)]
     else:
-        asked = load.concurrency if isinstance(load, ConcurrencyLimited) else n
+        asked = cap if cap is not None else n
         held = held_concurrency(records.start_ns, records.end_ns, asked)
-        checks.append(_concurrency_or_na(load, held, asked, tol))
+        checks.append(_concurrency_or_na(shape, held, asked, tol))
     if n < tol.min_requests:
         checks.append(unknown("enough_requests", f"{n} < {tol.min_requests} records"))
     send_figures, send_share = client_send(records)
@@ -271,9 +265,9 @@ def send_check(figures: Distribution | None, share: float | None, tol: DispatchT
 
 
 def _concurrency_or_na(
-    load: BenchLoadInput, held: float | None, asked: int, tol: DispatchTolerances
+    load: Load, held: float | None, asked: int, tol: DispatchTolerances
 ) -> Check:
-    if isinstance(load, UnboundedRequestRate):
+    if load.kind is LoadKind.UNBOUNDED:
         return not_applicable("held_concurrency_ratio", "unbounded: every request at once")
     return concurrency_check(held, asked, tol)
 

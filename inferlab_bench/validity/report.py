@@ -143,8 +143,13 @@ def _token_figures(t: TokenReconciliation) -> str:
 
 def _cache_figures(c: CacheColdness) -> str:
     ratios = ", ".join(f"{p.phase} read ratio {_num(p.read_ratio)}" for p in c.phases)
-    first = c.first_requests_min_cached_tokens
-    return f"{ratios}; first requests cached >= {first if first is not None else 'n/a'} tokens"
+    if c.cold_start is None:
+        return f"{ratios}; first wave: not judged"
+    cold = c.cold_start
+    return (
+        f"{ratios}; first wave of {cold.checked_requests}: first request cached "
+        f"{cold.first_request_cached_tokens}, {cold.exceeding_requests} over their shared prefix"
+    )
 
 
 def _goodput_figures(g: TokenGoodput) -> str:

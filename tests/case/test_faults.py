@@ -132,7 +132,7 @@ def test_stall_past_the_budget(
     result = run_case(request, CaseOptions(echo=io.StringIO()))
     elapsed = time.monotonic() - started
     failed(result, check_v6, "case_budget_seconds 12 ran out while AIPerf was running")
-    assert elapsed < 12.0 + 3.0
+    assert elapsed < 12.0 + 2.0  # the budget is a hard deadline, AIPerf's shutdown included
     assert {"config", "log"} <= {a.kind for a in result.raw_artifacts}
     assert result.native_command and all(a.path.exists() for a in result.raw_artifacts)
 

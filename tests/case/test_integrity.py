@@ -1,4 +1,4 @@
-"""Case integrity: population identity, warmup completeness, the post-reset cold-start verdict."""
+"""Case integrity: population identity, warmup completeness; the prompts' shared prefixes."""
 
 from __future__ import annotations
 
@@ -7,12 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from inferlab_bench.case.integrity import (
-    check_population_identity,
-    check_warmup_complete,
-    cold_start_verdict,
-    first_wave,
-)
+from inferlab_bench.case.integrity import check_population_identity, check_warmup_complete
 from inferlab_bench.case.prefix import common_prefix_length, prefix_bounds, prompt_token_ids
 from inferlab_bench.case.records import CaseRecords, read_records
 from inferlab_bench.errors import RecordsError
@@ -53,40 +48,6 @@ def test_warmup_must_complete_without_errors(tmp_path: Path) -> None:
         check_warmup_complete(records.warmup, 2)
     with pytest.raises(RecordsError, match="expected 3 records"):
         check_warmup_complete(records.warmup, 3)
-
-
-def test_cold_start_verdicts(tmp_path: Path) -> None:
-    cold = load(
-        tmp_path, [record(0, cached=0), record(1, cached=16), record(2, cached=80)]
-    ).profiling
-    verdict = cold_start_verdict(cold, first_wave=2, prefix_bounds=[0, 16])
-    assert verdict is not None and verdict.cold and verdict.checked_requests == 2
-    assert verdict.shared_prefix_bound == 16 and verdict.exceeding_requests == 0
-    # The third request read 80 tokens but shares only 16 with the earlier prompts.
-    third = cold_start_verdict(cold, first_wave=3, prefix_bounds=[0, 16, 16])
-    assert third is not None and not third.cold and third.exceeding_requests == 1
-    assert "1 of 3 first-wave requests" in third.reason
-    # Without the prompts only the earliest request is judged.
-    unknown = cold_start_verdict(cold, first_wave=3, prefix_bounds=None)
-    assert unknown is not None and unknown.cold and unknown.checked_requests == 1
-    assert unknown.shared_prefix_bound is None
-    warm = load(tmp_path, [record(0, cached=32), record(1, cached=0)]).profiling
-    verdict = cold_start_verdict(warm, first_wave=2, prefix_bounds=[5, 40])
-    assert (
-        verdict is not None
-        and not verdict.cold
-        and "read 32 cached prompt tokens" in verdict.reason
-    )  # the earliest request may never hit anything, whatever its bound says
-    unreported = load(tmp_path, [record(0, cached=None)]).profiling
-    assert cold_start_verdict(unreported, first_wave=1, prefix_bounds=None) is None
-    assert first_wave(unreported, 1) is None
-
-
-def test_first_wave_lists_sessions_in_start_order(tmp_path: Path) -> None:
-    rows = [record(0, cached=0), record(1, cached=0), record(2, cached=0)]
-    rows[0]["metadata"]["request_start_ns"] += 10**9  # entry 0 started last
-    profiling = load(tmp_path, rows).profiling
-    assert first_wave(profiling, 2) == ["inferlab-00000001", "inferlab-00000002"]
 
 
 def test_prefix_bounds_are_the_longest_prefix_shared_with_an_earlier_prompt() -> None:

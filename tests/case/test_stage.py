@@ -211,9 +211,8 @@ def test_second_case_on_the_same_population_starts_cold(warm_sglang: Ran, check_
     assert_valid(warm_sglang.result, check_v6)
     truth = sorted(warm_sglang.requests_of("profiling"), key=lambda e: e["arrival_ns"])
     assert truth[0]["cached_tokens"] == 0
-    verdict = orjson.loads((warm_sglang.request.artifact_dir / "cold-start.json").read_bytes())[
-        "verdict"
-    ]
+    document = orjson.loads((warm_sglang.request.artifact_dir / "validity.json").read_bytes())
+    verdict = document["cache"]["cold_start"]
     assert verdict["cold"] and verdict["first_request_cached_tokens"] == 0
     # The whole first wave was judged against its prompts' shared prefixes (chat template).
     concurrency = warm_sglang.request.case.load_shape.concurrency  # type: ignore[union-attr]

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from inferlab_bench.errors import LoadGeneratorError
+from inferlab_bench.interrupts import Guard
 from inferlab_bench.kube import engine
 from inferlab_bench.kube.options import KubeOptions
 from tests.kube.fakes import FakeCluster, fake_cluster
@@ -40,6 +41,7 @@ def run(cluster: FakeCluster, tmp_path: Path, budget: float = 20.0, **kwargs: ob
         time.monotonic() + budget,
         options(cluster, **kwargs),
         tmp_path / "engine.log",
+        guard=Guard("case", None),
     )
 
 
@@ -127,6 +129,7 @@ def test_a_missing_program_names_it(tmp_path: Path) -> None:
 _CHILD = """
 import json, sys, time
 from pathlib import Path
+from inferlab_bench import interrupts
 from inferlab_bench.kube import engine
 from inferlab_bench.kube.options import KubeOptions
 bin_dir, tmp = Path(sys.argv[1]), Path(sys.argv[2])
@@ -134,7 +137,10 @@ cr = tmp / "aiperfjob.yaml"
 cr.write_text("kind: AIPerfJob\\n")
 options = KubeOptions(namespace="bench", aiperf_command=(str(bin_dir / "aiperf"),),
                       kubectl_command=(str(bin_dir / "kubectl"),), poll_seconds=0.05)
-outcome = engine.run_job("inferlab-x", cr, tmp / "aiperf", time.monotonic() + 60, options)
+with interrupts.guard("case", 60) as guard:
+    outcome = engine.run_job(
+        "inferlab-x", cr, tmp / "aiperf", time.monotonic() + 60, options, guard=guard
+    )
 print(json.dumps({"phase": outcome.phase, "stopped_by": outcome.stopped_by}))
 """
 

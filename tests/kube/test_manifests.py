@@ -40,14 +40,14 @@ def kube_options(**kwargs: Any) -> KubeOptions:
 
 def manifests_for(shape: dict[str, Any], warmup: int = 0, **kwargs: Any) -> KubeManifests:
     request = configs.request(shape, warmup=warmup)
-    local = planned_config(request, reset_after_warmup=False)
+    local = planned_config(request)
     return build_manifests(local, request, kube_options(**kwargs), "inferlab-test")
 
 
 @pytest.mark.parametrize("shape", configs.ALL_SHAPES, ids=SHAPE_IDS)
 def test_the_job_carries_the_local_load_settings(shape: dict[str, Any]) -> None:
     request = configs.request(shape)
-    local = planned_config(request, reset_after_warmup=False)
+    local = planned_config(request)
     manifests = build_manifests(local, request, kube_options(), "inferlab-test")
     kube = pod_config(manifests)
     assert load_settings(kube) == load_settings(parse_config(local))
@@ -148,7 +148,7 @@ def test_replicas_go_to_aiperf_url_strategy() -> None:
 
 def test_warmup_with_a_reset_is_refused_with_the_reason() -> None:
     request = configs.request(configs.ALL_SHAPES[0], warmup=2, reset=True)
-    local = planned_config(request, reset_after_warmup=False)
+    local = planned_config(request)
     with pytest.raises(ConfigurationError, match="after warmup drains") as caught:
         build_manifests(local, request, kube_options(), "inferlab-test")
     assert "--engine local" in str(caught.value.hint)
@@ -159,7 +159,7 @@ def test_a_local_tokenizer_path_is_refused() -> None:
     request = request.model_copy(
         update={"model": request.model.model_copy(update={"locator": "/models/qwen2"})}
     )
-    local = planned_config(request, reset_after_warmup=False)
+    local = planned_config(request)
     with pytest.raises(ConfigurationError, match="path on this machine") as caught:
         build_manifests(local, request, kube_options(), "inferlab-test")
     assert "--pod-tokenizer" in str(caught.value.hint)

@@ -98,13 +98,20 @@ def test_corrupt_cache_entry_is_replaced_by_a_fresh_download(
     assert cached_path(SHA).read_bytes() == BODY and server.hits == 1
 
 
-def test_source_path_with_wrong_digest_is_not_used(tmp_path: Path, file_server: Any) -> None:
+def test_source_path_with_wrong_digest_is_refused_naming_both_digests(
+    tmp_path: Path, file_server: Any
+) -> None:
     server = file_server(BODY)
     catalog = write_catalog(tmp_path / "catalog", SHA, server.url)
     wrong = tmp_path / "wrong.json"
     wrong.write_bytes(b"[]")
     result = run_prepare(prep_request(wrong, catalog, tmp_path / "o"), catalog_dir=catalog)
-    assert result.status.value == "succeeded" and server.hits == 1
+    assert result.status.value == "failed" and server.hits == 0  # no download behind its back
+    actual = hashlib.sha256(b"[]").hexdigest()
+    assert f"source_path {wrong}: sha256 mismatch, expected {SHA}, got {actual}" in (
+        result.error or ""
+    )
+    assert wrong.read_bytes() == b"[]"  # the caller's file is left alone
 
 
 def test_catalog_mismatch_names_both_values(tmp_path: Path) -> None:

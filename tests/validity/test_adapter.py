@@ -5,21 +5,26 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inferlab_bench.case.records import METRIC_TAGS, CaseRecords, RecordColumns
+from inferlab_bench.case.records import CaseRecords, RecordColumns
 from inferlab_bench.errors import PopulationError
+from inferlab_bench.metric_tags import RECORD_TAGS
 from inferlab_bench.protocol import ConcurrencyLimited
-from inferlab_bench.validity import Verdict, assess_case, expectations_from_population
+from inferlab_bench.validity import (
+    Verdict,
+    assess_case,
+    expectations_from_population,
+)
 from inferlab_bench.validity.adapter import phase_records
 from tests.validity.builders import MS, T0, ids
 
 
-def columns(n: int, *, good: float = np.nan, first: int = 0) -> RecordColumns:
+def columns(n: int, *, good: float = np.nan, first: int = 0, cached: float = 0.0) -> RecordColumns:
     start = T0 + np.arange(n, dtype=np.int64) * 100 * MS
-    values = {tag: np.full(n, np.nan) for tag in METRIC_TAGS}
+    values = {tag: np.full(n, np.nan) for tag in RECORD_TAGS}
     values.update(
         usage_prompt_tokens=np.full(n, 50.0),
         output_sequence_length=np.full(n, 8.0),
-        usage_prompt_cache_read_tokens=np.zeros(n),
+        usage_prompt_cache_read_tokens=np.full(n, cached),
         good_request_count=np.full(n, good),
         time_to_first_token=np.full(n, 40.0),
         http_req_sending=np.full(n, 0.5),
@@ -90,8 +95,8 @@ def test_expectations_come_from_population_lines_and_their_evidence() -> None:
         expectations_from_population(population, evidence[:1])
 
 
-def test_assess_case_carries_the_stage_cold_start_verdict() -> None:
-    records = CaseRecords(warmup=columns(2, first=100), profiling=columns(12))
+def test_assess_case_carries_the_cold_start_verdict() -> None:
+    records = CaseRecords(warmup=columns(2, first=100), profiling=columns(12, cached=5.0))
     population = [{"session_id": s, "output_length": 8} for s in ids(12)]
     evidence = [{"input_tokens": 50}] * 12
     doc = assess_case(
@@ -100,7 +105,6 @@ def test_assess_case_carries_the_stage_cold_start_verdict() -> None:
         expectations=expectations_from_population(population, evidence),
         population_sha256="00" * 32,
         reset_requested=True,
-        post_reset_cold=False,
     )
     assert doc.verdicts["prompt_tokens_reconciled"] is Verdict.PASS
     assert doc.verdicts["output_lengths_honored"] is Verdict.PASS

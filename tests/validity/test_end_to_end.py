@@ -137,7 +137,8 @@ def test_a_healthy_case_holds_every_verdict(healthy: Run) -> None:
     assert doc.verdict is Verdict.PASS, "\n".join(summary_lines(doc))
     assert doc.failed() == []
     assert doc.dispatch.held_concurrency is not None and doc.dispatch.held_concurrency > 3.2
-    assert doc.cache.first_requests_min_cached_tokens == 0
+    assert doc.cache.cold_start is not None
+    assert doc.cache.cold_start.first_request_cached_tokens == 0
     assert doc.prompt_tokens.compared == doc.output_tokens.compared == REQUESTS
 
 
@@ -178,8 +179,8 @@ def test_a_server_ignoring_min_tokens_fails_output_fidelity(faulty: Run) -> None
 def test_a_reset_that_clears_nothing_fails_cache_coldness(faulty: Run) -> None:
     cache = faulty.doc.cache
     assert cache.cache_cold is Verdict.FAIL
-    assert cache.first_requests_min_cached_tokens is not None
-    assert cache.first_requests_min_cached_tokens > 0
+    assert cache.cold_start is not None
+    assert cache.cold_start.first_request_cached_tokens > 0
     assert cache.phases[-1].read_ratio is not None and cache.phases[-1].read_ratio > 0.5
 
 

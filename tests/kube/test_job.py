@@ -1,4 +1,5 @@
-"""run_case_on_kube end to end with a fake cluster whose results are a real local run's.
+"""The case stage on the KubeEngine end to end, with a fake cluster whose results are a real
+local run's.
 
 The local case runs real AIPerf against the simulator; its AIPerf outputs are laid out the
 way ``aiperf kube results`` writes them (the controller's ``/results`` top-level files only:
@@ -18,9 +19,9 @@ import orjson
 import pytest
 
 from inferlab_bench.case.stage import CaseOptions, run_case
+from inferlab_bench.kube.job import KubeEngine
 from inferlab_bench.kube.options import KubeOptions
 from inferlab_bench.kube.population import UrlDelivery
-from inferlab_bench.kube.stage import run_case_on_kube
 from inferlab_bench.protocol import BenchClientRequest, BenchClientResult, ClientStatus
 from inferlab_bench.simulator import LatencyConfig, SimulatorConfig, running_simulator
 from tests.case.support import TOKENIZER_DIR, make_request, write_population
@@ -30,6 +31,10 @@ pytestmark = pytest.mark.slow
 
 SLO = {"request_latency_ms": 200.0, "minimum_good_request_ratio": 0.1}
 POD_TOKENIZER = "Qwen/Qwen2-0.5B-Instruct"
+
+
+def on_kube(request: BenchClientRequest, options: KubeOptions) -> BenchClientResult:
+    return run_case(request, engine=KubeEngine(options))
 
 
 def kube_results_layout(aiperf_dir: Path, target: Path) -> Path:
@@ -94,7 +99,7 @@ def test_fetched_results_give_the_local_result(
 ) -> None:
     _, local_result = local
     request, options, cluster = on_cluster
-    result = run_case_on_kube(request, options)
+    result = on_kube(request, options)
     assert result.status is ClientStatus.SUCCEEDED, result.error
     check_v6("BenchClientResult", orjson.loads(result.model_dump_json()))
     assert result.metrics == local_result.metrics
@@ -121,7 +126,7 @@ def test_validity_is_judged_as_locally(
 ) -> None:
     local_request, _ = local
     request, options, _ = on_cluster
-    run_case_on_kube(request, options)
+    on_kube(request, options)
     ours = orjson.loads((request.artifact_dir / "validity.json").read_bytes())
     theirs = orjson.loads((local_request.artifact_dir / "validity.json").read_bytes())
     assert ours == theirs
@@ -132,7 +137,7 @@ def test_a_failed_job_is_a_failed_result_listing_what_was_written(
 ) -> None:
     request, options, cluster = on_cluster
     (cluster.directory / "scenario.json").write_text('{"phases": ["Failed"]}')
-    result = run_case_on_kube(request, options)
+    result = on_kube(request, options)
     assert result.status is ClientStatus.FAILED
     assert result.error is not None and "ended Failed" in result.error
     assert {"kube_custom_resource", "log"} <= {a.kind for a in result.raw_artifacts}
@@ -144,9 +149,7 @@ def test_a_loopback_url_is_refused_before_anything_is_submitted(
 ) -> None:
     local_request, _ = local
     request, options, cluster = on_cluster
-    result = run_case_on_kube(
-        request.model_copy(update={"endpoint": local_request.endpoint}), options
-    )
+    result = on_kube(request.model_copy(update={"endpoint": local_request.endpoint}), options)
     assert result.status is ClientStatus.FAILED
     assert result.error is not None and "loopback" in result.error
     assert cluster.calls() == []
@@ -158,7 +161,7 @@ def test_a_local_population_that_is_not_the_named_one_is_refused_before_submitti
     request, options, cluster = on_cluster
     assert request.population is not None
     wrong = request.population.model_copy(update={"sha256": "0" * 64})
-    result = run_case_on_kube(request.model_copy(update={"population": wrong}), options)
+    result = on_kube(request.model_copy(update={"population": wrong}), options)
     assert result.status is ClientStatus.FAILED
     assert result.error is not None and "sha256" in result.error and "0" * 64 in result.error
     assert cluster.calls() == []

@@ -1,0 +1,88 @@
+"""LocalEngine: the case's load as an ``aiperf profile`` subprocess on this machine."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from inferlab_bench.case import runner
+from inferlab_bench.case.aiperf_plugin.hook import ENV_VAR, HookSettings
+from inferlab_bench.case.engine import EngineOutcome, EngineRun
+from inferlab_bench.case.reset import ResetTarget
+from inferlab_bench.layout import AIPERF_CONSOLE_LOG, RESET_EVIDENCE_FILE
+from inferlab_bench.protocol import BenchClientRequest
+
+DEAD_HUB_ENDPOINT = "http://127.0.0.1:9"
+"""Where the model hub client is pointed for AIPerf: nothing listens on the discard port, so
+any hub call fails at once instead of going online."""
+RESET_TIMEOUT_SECONDS = 30.0
+
+
+class LocalEngine:
+    """AIPerf in a subprocess of this Python environment, stopped by the stage's guard."""
+
+    name = "local"
+    reaches_server_from_here = True
+
+    def __init__(self, *, cache_dir: Path | None = None) -> None:
+        self._cache_dir = cache_dir
+
+    def check(self, request: BenchClientRequest, reset: ResetTarget | None) -> None:
+        """A local run can do every case the protocol allows."""
+
+    def reset_urls(self, request: BenchClientRequest) -> list[str]:
+        return [request.endpoint.base_url]
+
+    def run(self, run: EngineRun) -> EngineOutcome:
+        request = run.request
+        env = aiperf_environment(os.environ, request.artifact_dir, self._cache_dir)
+        if run.reset_after_warmup is not None:
+            settings = HookSettings(
+                base_url=request.endpoint.base_url,
+                target=run.reset_after_warmup,
+                timeout=min(RESET_TIMEOUT_SECONDS, max(1.0, run.guard.remaining())),
+                evidence_path=request.artifact_dir / RESET_EVIDENCE_FILE,
+            )
+            env[ENV_VAR] = settings.to_env()
+        log_path = request.artifact_dir / AIPERF_CONSOLE_LOG
+        outcome = runner.run_aiperf(
+            run.config_path,
+            log_path=log_path,
+            guard=run.guard,
+            stop_at=run.stop_at,
+            env=env,
+            echo=run.echo,
+        )
+        stopped_by = "deadline" if outcome.timed_out else "signal" if outcome.interrupted else None
+        return EngineOutcome(
+            command=outcome.command,
+            exit_code=outcome.exit_code,
+            log_path=log_path,
+            stopped_by=stopped_by,
+            duration=outcome.duration,
+        )
+
+
+def aiperf_environment(
+    base: Mapping[str, str], artifact_dir: Path, cache_dir: Path | None
+) -> dict[str, str]:
+    """AIPerf's environment: never online, and its caches kept out of the user's home.
+
+    The tokenizer is a local directory (the request is refused otherwise), which AIPerf 0.13
+    loads by path; its hub offline switch would instead look the path up as a cached repo id
+    and fail, so the hub client is pointed at a dead loopback address rather than switched off.
+    AIPerf's dataset cache (``~/.cache/aiperf`` by default, whatever XDG_CACHE_HOME says) and
+    matplotlib's config directory go under our cache, or the artifact dir without one.
+    """
+    env = dict(base)
+    env.pop("HF_HUB_OFFLINE", None)
+    env.pop("TRANSFORMERS_OFFLINE", None)
+    env["HF_ENDPOINT"] = DEAD_HUB_ENDPOINT
+    env["HF_HUB_DISABLE_TELEMETRY"] = "1"
+    env["HF_HUB_DISABLE_IMPLICIT_TOKEN"] = "1"
+    root = cache_dir if cache_dir is not None else artifact_dir / ".cache"
+    env["AIPERF_DATASET_MMAP_CACHE_DIR"] = str(root / "aiperf" / "dataset_mmap")
+    env["MPLCONFIGDIR"] = str(root / "matplotlib")
+    env["HF_HOME"] = str(root / "huggingface")
+    return env

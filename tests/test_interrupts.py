@@ -1,0 +1,66 @@
+"""Signals and the hard deadline become our errors wherever the stage is; deferred code polls."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from inferlab_bench import interrupts
+from inferlab_bench.errors import DeadlineExceededError, InterruptedStageError
+
+
+def test_a_signal_raises_where_the_stage_is() -> None:
+    with (
+        pytest.raises(InterruptedStageError, match=r"case interrupted by a signal \(SIGTERM\)"),
+        interrupts.guard("case") as guard,
+    ):
+        guard.doing = "resetting the prefix cache"
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # interrupted at once
+    assert guard.reason == "SIGTERM"
+
+
+def test_sigint_is_no_keyboard_interrupt() -> None:
+    with pytest.raises(InterruptedStageError, match="SIGINT"), interrupts.guard("preparation"):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)
+
+
+def test_the_deadline_raises_naming_the_budget_and_the_phase() -> None:
+    started = time.monotonic()
+    with (
+        pytest.raises(
+            DeadlineExceededError, match=r"case_budget_seconds 0.3 ran out while waiting"
+        ),
+        interrupts.guard("case", 0.3, budget_field="case_budget_seconds") as guard,
+    ):
+        guard.doing = "waiting"
+        time.sleep(5)
+    assert time.monotonic() - started < 1.0
+
+
+def test_deferred_code_only_sees_the_event_and_a_second_signal_never_raises() -> None:
+    with interrupts.guard("case") as guard:
+        with guard.deferred() as stop:
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert stop.wait(2.0)
+        assert guard.reason == "SIGTERM"
+        os.kill(os.getpid(), signal.SIGTERM)  # while the failed result is written
+        time.sleep(0.05)
+        assert isinstance(guard.error(), InterruptedStageError)
+
+
+def test_guards_nest_and_restore_the_handlers() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    with interrupts.guard("command") as outer:
+        with (
+            pytest.raises(DeadlineExceededError),
+            interrupts.guard("case", 0.2, budget_field="case_budget_seconds"),
+        ):
+            time.sleep(5)
+        assert outer.reason is None  # the inner deadline stopped only the inner guard
+        assert signal.getitimer(signal.ITIMER_REAL)[0] == 0.0
+    assert signal.getsignal(signal.SIGTERM) is before
