@@ -10,7 +10,7 @@ from inferlab_bench.case import runner
 from inferlab_bench.case.aiperf_plugin.hook import ENV_VAR, HookSettings
 from inferlab_bench.case.engine import EngineOutcome, EngineRun
 from inferlab_bench.case.reset import ResetTarget
-from inferlab_bench.layout import AIPERF_CONSOLE_LOG, RESET_EVIDENCE_FILE
+from inferlab_bench.layout import AIPERF_CONSOLE_LOG, RESET_EVIDENCE_FILE, cache_root
 from inferlab_bench.protocol import BenchClientRequest
 
 DEAD_HUB_ENDPOINT = "http://127.0.0.1:9"
@@ -36,7 +36,8 @@ class LocalEngine:
 
     def run(self, run: EngineRun) -> EngineOutcome:
         request = run.request
-        env = aiperf_environment(os.environ, request.artifact_dir, self._cache_dir)
+        cache = self._cache_dir if self._cache_dir is not None else cache_root()
+        env = aiperf_environment(os.environ, cache)
         if run.reset_after_warmup is not None:
             settings = HookSettings(
                 base_url=request.endpoint.base_url,
@@ -64,16 +65,14 @@ class LocalEngine:
         )
 
 
-def aiperf_environment(
-    base: Mapping[str, str], artifact_dir: Path, cache_dir: Path | None
-) -> dict[str, str]:
+def aiperf_environment(base: Mapping[str, str], cache_dir: Path) -> dict[str, str]:
     """AIPerf's environment: never online, and its caches kept out of the user's home.
 
     The tokenizer is a local directory (the request is refused otherwise), which AIPerf 0.13
     loads by path; its hub offline switch would instead look the path up as a cached repo id
     and fail, so the hub client is pointed at a dead loopback address rather than switched off.
-    AIPerf's dataset cache (``~/.cache/aiperf`` by default, whatever XDG_CACHE_HOME says) and
-    matplotlib's config directory go under our cache, or the artifact dir without one.
+    AIPerf's dataset cache (``~/.cache/aiperf`` by default, whatever XDG_CACHE_HOME says),
+    matplotlib's config directory and the hub client's home go under our cache.
     """
     env = dict(base)
     env.pop("HF_HUB_OFFLINE", None)
@@ -81,8 +80,7 @@ def aiperf_environment(
     env["HF_ENDPOINT"] = DEAD_HUB_ENDPOINT
     env["HF_HUB_DISABLE_TELEMETRY"] = "1"
     env["HF_HUB_DISABLE_IMPLICIT_TOKEN"] = "1"
-    root = cache_dir if cache_dir is not None else artifact_dir / ".cache"
-    env["AIPERF_DATASET_MMAP_CACHE_DIR"] = str(root / "aiperf" / "dataset_mmap")
-    env["MPLCONFIGDIR"] = str(root / "matplotlib")
-    env["HF_HOME"] = str(root / "huggingface")
+    env["AIPERF_DATASET_MMAP_CACHE_DIR"] = str(cache_dir / "aiperf" / "dataset_mmap")
+    env["MPLCONFIGDIR"] = str(cache_dir / "matplotlib")
+    env["HF_HOME"] = str(cache_dir / "huggingface")
     return env

@@ -169,3 +169,26 @@ def _wait_for(condition: Any, timeout: float) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(0.1)
+
+
+def test_aiperf_failing_at_start_up_is_reported_in_its_own_words(
+    population: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, check_v6: Any
+) -> None:
+    # Force-close without a zero keep-alive makes AIPerf 0.13 fail before warmup ends; the
+    # error used to blame the reset ("never ran") and hide AIPerf's reason in its log.
+    monkeypatch.setenv("AIPERF_HTTP_FORCE_CLOSE", "true")
+    monkeypatch.setenv("AIPERF_SERVICE_START_TIMEOUT", "5")
+    config = SimulatorConfig(tokenizer=TOKENIZER_DIR, latency=LATENCY)
+    with running_simulator(config) as sim:
+        request = make_request(
+            port=sim.port,
+            artifact_dir=tmp_path,
+            population=population,
+            request_count=2,
+            warmup=2,
+            reset_prefix_cache=True,
+        )
+        result = run_case(request, CaseOptions(prefix_cache_reset="vllm"))
+    failed(result, check_v6, "AIPerf exited with code 1: ")
+    assert "No workers registered" in (result.error or "")
+    assert "never ran" not in (result.error or "") and "╰" not in (result.error or "")

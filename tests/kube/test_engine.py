@@ -166,3 +166,8 @@ def test_sigterm_cancels_the_job(tmp_path: Path) -> None:
             child.kill()
     assert json.loads(out) == {"phase": "Cancelled", "stopped_by": "signal"}
     assert "aiperf cancel" in cluster.commands()
+
+
+def test_the_default_aiperf_is_this_interpreters_own_not_paths() -> None:
+    # From a venv that is not activated, `aiperf` on PATH is another install or none.
+    assert KubeOptions(namespace="bench").aiperf_command == (sys.executable, "-m", "aiperf")
