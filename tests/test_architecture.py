@@ -12,11 +12,12 @@ STAGES = ("prepare", "case", "simulator")
 # What each area may import from inside the package (besides itself).
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
-    "protocol": {"errors"},
-    "atomic": set(),
+    "protocol": {"errors", "atomic"},
+    "atomic": {"errors"},
     "progress": set(),
     "layout": set(),
     "versions": {"protocol"},
+    "schema": {"protocol"},
     "prepare": {"errors", "protocol", "atomic", "progress", "versions", "layout"},
     "case": {"errors", "protocol", "atomic", "progress", "versions", "layout", "validity"},
     "simulator": {"errors", "atomic"},

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from inferlab_bench.atomic import fresh_text_file
 from inferlab_bench.errors import LoadGeneratorError
 
 INTERRUPT_GRACE_SECONDS = 8.0
@@ -55,7 +56,7 @@ def run_aiperf(
     """
     command = aiperf_command(config_path)
     started_ns, clock = time.time_ns(), time.monotonic()
-    with _stop_requests() as stop, log_path.open("w", encoding="utf-8") as log:
+    with _stop_requests() as stop, fresh_text_file(log_path) as log:
         process = _spawn(command, env)
         pump = threading.Thread(target=_pump, args=(process, log, echo or sys.stderr), daemon=True)
         pump.start()

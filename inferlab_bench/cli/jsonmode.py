@@ -37,7 +37,7 @@ def run_json_command(
     raw = b""
     try:
         raw = _read_request_bytes(input_path)
-        request = parse_request(request_model, raw)
+        request = parse_request(request_model, raw, check_paths=True)
         result = stage(request)
     except InferlabError as exc:
         result = failed_result(str(exc), raw)
@@ -52,7 +52,7 @@ def write_result(output_path: Path, result: BaseModel) -> int:
     """Write ``result`` atomically; return the process exit code."""
     try:
         write_bytes_atomic(output_path, dump_json(result))
-    except OSError as exc:
+    except (OSError, InferlabError) as exc:
         print(f"inferlab-bench: cannot write result {output_path}: {exc}", file=sys.stderr)
         return 1
     return 0

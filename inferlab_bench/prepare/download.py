@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
+from inferlab_bench.atomic import atomic_writer
 from inferlab_bench.errors import DownloadError
 from inferlab_bench.prepare.digest import StreamingHasher, verify
 from inferlab_bench.progress import NULL_PROGRESS, ProgressSink
@@ -36,22 +34,9 @@ def download_verified(
     The bytes go to a temp file beside the final path, are fsynced, checked, and renamed;
     on any failure the temp file is removed and nothing appears at ``final_path``.
     """
-    final_path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(
-        prefix=f".{final_path.name}.", suffix=".part", dir=final_path.parent
-    )
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            hasher = _stream(url, handle, progress)
-            handle.flush()
-            os.fsync(handle.fileno())
+    with atomic_writer(final_path) as handle:
+        hasher = _stream(url, handle, progress)
         verify(f"download of {url}", expected_sha256, hasher.hexdigest())
-        os.replace(tmp, final_path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
     return Downloaded(final_path, hasher.hexdigest(), hasher.size, url)
 
 
