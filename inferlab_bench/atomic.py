@@ -90,10 +90,8 @@ def unsafe_target_kind(path: Path) -> str | None:
     """What ``path`` is when writing over it could hurt (a device, FIFO, directory...)."""
     try:
         mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return f"not accessible ({exc.strerror or exc})"
+    except OSError:
+        return None  # absent, or unreachable: creating the temp file beside it says why
     if stat.S_ISREG(mode):
         return None
     if stat.S_ISLNK(mode):
@@ -176,6 +174,16 @@ def writable_dir_problem(path: Path) -> str | None:
         where = "cannot write in it" if here else f"cannot create it in {existing}"
         return f"{path}: {where} ({_reason(exc)})"
     return None
+
+
+def os_condition(exc: OSError) -> OutputError:
+    """A file-system error that escaped a stage, as an error naming the file and the reason."""
+    where = Path(os.fsdecode(exc.filename)) if exc.filename is not None else Path("(a file)")
+    return OutputError(
+        where,
+        f"cannot be used ({_reason(exc)})",
+        hint="check the paths in the request: their kind, permissions and free space",
+    )
 
 
 def _reason(exc: OSError) -> str:

@@ -11,7 +11,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
-from inferlab_bench.atomic import write_bytes_atomic
+from inferlab_bench.atomic import os_condition, write_bytes_atomic
 from inferlab_bench.errors import InferlabError, RequestError
 from inferlab_bench.protocol import dump_json, parse_request
 
@@ -41,6 +41,8 @@ def run_json_command(
         result = stage(request)
     except InferlabError as exc:
         result = failed_result(str(exc), raw)
+    except OSError as exc:  # the machine, not a bug: say which file and why
+        result = failed_result(str(os_condition(exc)), raw)
     except Exception as exc:  # a bug of ours: still a result, never a traceback
         if os.environ.get("INFERLAB_DEBUG"):
             traceback.print_exc()

@@ -126,3 +126,31 @@ def test_empty_artifact_dir_is_refused_and_cwd_untouched(
     assert "artifact_dir: must not be empty" in result["error"]
     assert fingerprint(cwd) == before
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_an_os_error_escaping_a_stage_names_the_file(tmp_path: Path) -> None:
+    """Finding 8: not ``internal error: PermissionError``, but which file and why."""
+    from inferlab_bench.cli.jsonmode import run_json_command
+    from inferlab_bench.protocol import BenchClientRequest
+    from tests.reliability.jsonmode import STAGES
+
+    data = examples.case_request(examples.LOAD_SHAPES[0])
+    population = make_user_file(tmp_path / "population.jsonl")
+    data["population"]["path"], data["artifact_dir"] = str(population), str(tmp_path / "a")
+    request = tmp_path / "request.json"
+    request.write_text(json.dumps(data))
+
+    def stage(request: BenchClientRequest) -> None:
+        raise PermissionError(13, "Permission denied", "/somewhere/locked")
+
+    output = tmp_path / "result.json"
+    code = run_json_command(
+        input_path=request,
+        output_path=output,
+        request_model=BenchClientRequest,
+        stage=stage,  # type: ignore[arg-type]
+        failed_result=STAGES["case"].failed_result,
+    )
+    assert code == 0
+    error = json.loads(output.read_bytes())["error"]
+    assert error.startswith("/somewhere/locked: cannot be used (permission denied)"), error
