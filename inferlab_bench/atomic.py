@@ -75,6 +75,13 @@ def fresh_text_file(path: Path) -> Iterator[TextIO]:
         yield handle
 
 
+def remove_file(path: Path) -> None:
+    """Remove an output of ours that may be stale; anything but a regular file (or a link,
+    which goes itself) is refused and left in place, as a write over it would be."""
+    refuse_unsafe_target(path)
+    _os_step(path, lambda: path.unlink(missing_ok=True))
+
+
 def refuse_unsafe_target(path: Path) -> None:
     """Raise ``OutputError`` unless ``path`` is absent, a regular file, or a link we may replace."""
     kind = unsafe_target_kind(path)

@@ -380,6 +380,11 @@ def parse_request(model: type[ModelT], data: bytes | str, *, check_paths: bool =
         ) from exc
 
 
+def check_on_disk(request: ModelT) -> ModelT:
+    """Check a request built in-process against this machine, as JSON mode does on parse."""
+    return parse_request(type(request), request.model_dump_json(), check_paths=True)
+
+
 def describe_validation_error(exc: ValidationError, limit: int = 5) -> str:
     """Render pydantic errors as ``field.path: what was expected (found X)``."""
     parts = []

@@ -154,3 +154,36 @@ def test_an_os_error_escaping_a_stage_names_the_file(tmp_path: Path) -> None:
     assert code == 0
     error = json.loads(output.read_bytes())["error"]
     assert error.startswith("/somewhere/locked: cannot be used (permission denied)"), error
+
+
+@pytest.mark.parametrize("kind", sorted(OUTPUT_KINDS))
+def test_stale_outputs_are_removed_only_when_regular(kind: str, tmp_path: Path) -> None:
+    from inferlab_bench.prepare.write import remove_stale
+
+    maker, refused = OUTPUT_KINDS[kind]
+    maker(tmp_path / "population.jsonl")
+    before = fingerprint(tmp_path)
+    if refused:
+        with pytest.raises(OutputError, match="population.jsonl: is "):
+            remove_stale(tmp_path)
+        assert fingerprint(tmp_path) == before
+    else:
+        remove_stale(tmp_path)
+        assert not (tmp_path / "population.jsonl").exists()
+        linked = "population.jsonl.target"
+        assert fingerprint(tmp_path).get(linked) == before.get(linked)
+
+
+def test_a_request_built_in_process_can_be_checked_on_disk(tmp_path: Path) -> None:
+    from inferlab_bench.errors import RequestError
+    from inferlab_bench.protocol import BenchClientRequest, check_on_disk, parse_request
+
+    data = examples.case_request(examples.LOAD_SHAPES[0])
+    data["population"]["path"] = str(make_fifo(tmp_path / "population.jsonl"))
+    data["artifact_dir"] = str(tmp_path / "a")
+    request = parse_request(BenchClientRequest, json.dumps(data))  # shape only: fine
+    with pytest.raises(RequestError, match="population.path: .* is a FIFO, expected a regular"):
+        check_on_disk(request)
+    data["population"]["path"] = str(make_user_file(tmp_path / "p.jsonl"))
+    good = parse_request(BenchClientRequest, json.dumps(data))
+    assert check_on_disk(good) == good
