@@ -99,12 +99,20 @@ def _url_path(value: str) -> str:
     return value
 
 
+def _unused_url_path(value: str) -> str:
+    # Part of the shared endpoint struct but never called by us: empty is let through.
+    return value if value == "" else _url_path(value)
+
+
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 Text = Annotated[str, BeforeValidator(_text)]
 WirePath = Annotated[Path, BeforeValidator(_wire_path)]
 Sha256 = Annotated[str, AfterValidator(_sha256)]
 Host = Annotated[Text, AfterValidator(_host)]
 UrlPath = Annotated[Text, AfterValidator(_url_path)]
+UnusedUrlPath = Annotated[str, AfterValidator(_unused_url_path)]
+CallerPath = Annotated[Path, BeforeValidator(_text)]
+"""A path the caller reports but we never open (``catalog.cache_path``): non-empty, no NUL."""
 
 SettingValue = TypeAliasType(
     "SettingValue",
@@ -151,7 +159,7 @@ class ClientEndpointInput(WireModel):
     protocol: EndpointProtocol
     host: Host
     port: Port
-    completions_path: UrlPath
+    completions_path: UnusedUrlPath
     chat_completions_path: UrlPath
 
     @property
@@ -169,7 +177,7 @@ class BenchDatasetCatalogInput(WireModel):
     sha256: Sha256
     source_format: Text
     license: Text
-    cache_path: WirePath
+    cache_path: CallerPath
     cache_state: BenchDatasetCacheState
     materialization_identity: Text
 

@@ -86,6 +86,7 @@ def rejected(model: type[BaseModel], data: dict[str, Any], *, check_paths: bool 
         (case(artifact_dir="/runs/../etc"), "artifact_dir", "'..'"),
         (case(endpoint__port=0), "endpoint.port", "greater than or equal to 1"),
         (case(endpoint__chat_completions_path="v1/chat"), "chat_completions_path", "'/'"),
+        (case(endpoint__completions_path="v1"), "endpoint.completions_path", "'/'"),
         (case(case__request_count=0), "case.request_count", "greater than or equal to 1"),
         (case(case_budget_seconds=0.0), "case_budget_seconds", "greater than 0"),
     ],
@@ -110,6 +111,10 @@ def test_schema_hint_points_at_the_shipped_schema() -> None:
 def test_valid_edges_are_still_accepted() -> None:
     ok = case(definition__request_slo__minimum_good_request_ratio=1.0, case__warmup_request_count=0)
     parse_request(BenchClientRequest, json.dumps(ok))
+    # Never used by this client: a control plane may leave it empty, or report odd cache paths.
+    unused = case(endpoint__completions_path="")
+    unused["definition"]["request_source"]["catalog"]["cache_path"] = "/c/../inferlab/x"
+    parse_request(BenchClientRequest, json.dumps(unused))
     parse_request(BenchDatasetPreparationRequest, json.dumps(prep(seed=0, required_entries=1)))
 
 
