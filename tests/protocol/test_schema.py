@@ -118,11 +118,16 @@ def test_shape_comparison_sees_a_difference() -> None:
     ]
 
 
-@pytest.mark.parametrize("message", MESSAGES)
-def test_our_schema_agrees_with_the_spec(message: str) -> None:
+def test_our_schema_agrees_with_the_spec() -> None:
+    """Same fields, required fields, types and enum values for each message, all the way
+    down (numeric bounds may be stricter: the spec only says unsigned). One test, so a clone
+    without ``../shared`` has one skip, not one per message."""
     spec = spec_schema()
     if spec is None:
         pytest.skip("the spec's schema (../shared/spec) is not beside this checkout")
-    ours = Shape(schema.load()).of({"$ref": f"#/$defs/{message}"})
-    theirs = Shape(spec).of({"$ref": f"#/$defs/{message}"})
-    assert differences(ours, theirs, message, result=message in RESULTS) == []
+    found = []
+    for message in MESSAGES:
+        ours = Shape(schema.load()).of({"$ref": f"#/$defs/{message}"})
+        theirs = Shape(spec).of({"$ref": f"#/$defs/{message}"})
+        found += differences(ours, theirs, message, result=message in RESULTS)
+    assert found == []
