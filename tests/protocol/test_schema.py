@@ -91,7 +91,7 @@ def differences(ours: Any, spec: Any, where: str, result: bool) -> list[str]:
         for key in sorted(set(mine) & set(theirs)):
             found += differences(mine[key], theirs[key], f"{where}.{key}", result)
         return found
-    if ours[0] in ("union", "array") and ours[0] == "union":
+    if ours[0] == "union":
         if len(ours[1]) != len(spec[1]):
             return [f"{where}: {len(ours[1])} variants, spec {len(spec[1])}"]
         return [
