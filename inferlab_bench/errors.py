@@ -22,10 +22,13 @@ thing, what was expected, what was found. ``hint`` says what to do about it.
     │   ├── DeadlineExceededError    the case budget ran out
     │   └── InterruptedStageError    SIGTERM/SIGINT stopped the stage
     ├── RecordsError             AIPerf's outputs are missing, corrupt or inconsistent
-    └── MetricsError             a required metric is missing or not finite
+    ├── MetricsError             a required metric is missing or not finite
+    └── OutputError              a file we must write is not safe or possible to write
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 
 class InferlabError(Exception):
@@ -135,3 +138,12 @@ class RecordsError(InferlabError):
 
 class MetricsError(InferlabError):
     """A metric required by the normalization schema is missing or not finite."""
+
+
+class OutputError(InferlabError):
+    """A result or artifact path cannot be written, or writing it could hurt (a device...)."""
+
+    def __init__(self, path: Path, problem: str, *, hint: str | None = None) -> None:
+        super().__init__(f"{path}: {problem}", hint=hint)
+        self.path = path
+        self.problem = problem

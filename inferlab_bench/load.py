@@ -120,16 +120,8 @@ class Load:
         cap = self.in_flight(requests)
         return {"type": "concurrency", "concurrency": cap, "requests": requests}
 
-    def check(self, *, requests: int, warmup: int, field: str = "case.load_shape") -> None:
-        """Refuse what no run can do, naming the field."""
-        if self.kind is LoadKind.CONCURRENCY and (self.concurrency or 0) < 1:
-            raise ConfigurationError(
-                f"{field}.concurrency: expected an integer >= 1 (found {self.concurrency})"
-            )
-        if self.kind is LoadKind.RATE:
-            _positive(f"{field}.request_rate", self.rate)
-            if self.burstiness is not None:
-                _positive(f"{field}.burstiness", self.burstiness)
+    def check(self, *, warmup: int) -> None:
+        """Refuse what no run can do (the wire models already hold each value positive)."""
         if warmup and not self.allows_warmup:
             raise ConfigurationError(
                 f"case.warmup_request_count: warmup needs a concurrency_limited load, "
@@ -167,8 +159,3 @@ class Load:
     def axis(self) -> str:
         """What ``level`` measures, for a plot axis."""
         return "concurrency" if self.kind is LoadKind.CONCURRENCY else "request rate (req/s)"
-
-
-def _positive(field: str, value: float | None) -> None:
-    if value is None or not math.isfinite(value) or value <= 0:
-        raise ConfigurationError(f"{field}: expected a number > 0 (found {value})")

@@ -12,8 +12,8 @@ STAGES = ("prepare", "case", "simulator")
 # What each area may import from inside the package (besides itself).
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
-    "protocol": {"errors"},
-    "atomic": set(),
+    "protocol": {"errors", "atomic"},
+    "atomic": {"errors"},
     "progress": set(),
     "layout": set(),
     "metric_tags": set(),
@@ -66,6 +66,7 @@ ALLOWED: dict[str, set[str]] = {
         "layout",
         "interrupts",
     },
+    "schema": {"protocol"},
     # Human workflows sit above every stage and the report, below the CLI.
     "runs": {
         "errors",

@@ -129,9 +129,7 @@ def slo_config(slo: BenchRequestSloInput | None) -> dict[str, float]:
 
 def _check_case(request: BenchClientRequest) -> None:
     case = request.case
-    if case.request_count < 1:
-        raise ConfigurationError("case.request_count: expected at least 1 request (found 0)")
-    Load.of(case.load_shape).check(requests=case.request_count, warmup=case.warmup_request_count)
+    Load.of(case.load_shape).check(warmup=case.warmup_request_count)
     slo = request.definition.request_slo
     if slo is not None and not slo_config(slo):
         raise ConfigurationError(
@@ -169,11 +167,6 @@ def _dataset(request: BenchClientRequest) -> dict[str, Any]:
             "entries": entries,
             "sampling": "sequential",
         }
-    if source.input_tokens < 1 or source.output_tokens < 1:
-        raise ConfigurationError(
-            f"definition.request_source: random prompts need input_tokens and output_tokens "
-            f">= 1 (found {source.input_tokens}, {source.output_tokens})"
-        )
     return {
         "type": "synthetic",
         "entries": entries,

@@ -9,11 +9,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from inferlab_bench.atomic import fresh_text_file
 from inferlab_bench.errors import LoadGeneratorError
 from inferlab_bench.interrupts import Guard
 
@@ -58,7 +59,7 @@ def run_aiperf(
     """
     command = aiperf_command(config_path)
     started_ns, clock = time.time_ns(), time.monotonic()
-    with guard.deferred() as stop, open_log(log_path) as log:
+    with guard.deferred() as stop, fresh_text_file(log_path) as log:
         process = _spawn(command, env)
         pump = threading.Thread(target=_pump, args=(process, log, echo), daemon=True)
         pump.start()
@@ -141,22 +142,3 @@ def _pump(process: subprocess.Popen[str], log: IO[str], echo: IO[str] | None) ->
             with contextlib.suppress(OSError, ValueError):
                 echo.write(line)
     log.flush()
-
-
-@contextlib.contextmanager
-def open_log(path: Path) -> Iterator[IO[str]]:
-    """A new log file at ``path``; a link or other non-regular file planted there is refused
-    (never written through)."""
-    if path.is_symlink() or (path.exists() and not path.is_file()):
-        raise LoadGeneratorError(
-            f"{path}: exists and is not a regular file; refusing to write AIPerf's log through it",
-            hint="remove it, or use an artifact_dir of your own",
-        )
-    path.unlink(missing_ok=True)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(path, flags, 0o644)
-    except OSError as exc:
-        raise LoadGeneratorError(f"{path}: cannot create AIPerf's log ({exc.strerror})") from exc
-    with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as handle:
-        yield handle

@@ -12,7 +12,7 @@ from typing import TypeVar
 from pydantic import BaseModel
 
 from inferlab_bench import interrupts
-from inferlab_bench.atomic import write_bytes_atomic
+from inferlab_bench.atomic import os_condition, write_bytes_atomic
 from inferlab_bench.errors import InferlabError, RequestError
 from inferlab_bench.protocol import dump_json, parse_request
 
@@ -41,10 +41,12 @@ def run_json_command(
     with interrupts.guard(what) as guard:
         try:
             raw = _read_request_bytes(input_path)
-            request = parse_request(request_model, raw)
+            request = parse_request(request_model, raw, check_paths=True)
             result = stage(request)
         except InferlabError as exc:
             result = failed_result(str(exc), raw)
+        except OSError as exc:  # the machine, not a bug: say which file and why
+            result = failed_result(str(os_condition(exc)), raw)
         except Exception as exc:  # a bug of ours: still a result, never a traceback
             if os.environ.get("INFERLAB_DEBUG"):
                 traceback.print_exc()
@@ -57,7 +59,7 @@ def write_result(output_path: Path, result: BaseModel) -> int:
     """Write ``result`` atomically; return the process exit code."""
     try:
         write_bytes_atomic(output_path, dump_json(result))
-    except OSError as exc:
+    except (OSError, InferlabError) as exc:
         print(f"inferlab-bench: cannot write result {output_path}: {exc}", file=sys.stderr)
         return 1
     return 0

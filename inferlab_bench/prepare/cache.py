@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from inferlab_bench.layout import cache_root
-from inferlab_bench.prepare.digest import StreamingHasher
+from inferlab_bench.prepare.digest import StreamingHasher, check_sha256_format
 
 _CHUNK = 4 << 20
 
@@ -19,7 +19,9 @@ def dataset_cache_dir() -> Path:
 
 
 def cached_path(sha256: str) -> Path:
-    return dataset_cache_dir() / sha256
+    """The cache entry of a digest; anything but 64 lower-case hex digits is refused, so a
+    request's ``catalog.sha256`` can never name (and get deleted) a file elsewhere."""
+    return dataset_cache_dir() / check_sha256_format(sha256, "catalog.sha256")
 
 
 def file_sha256(path: Path) -> str:

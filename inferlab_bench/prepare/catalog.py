@@ -6,10 +6,15 @@ import os
 from importlib import resources
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 
 from inferlab_bench.errors import CatalogMismatchError, DatasetError
-from inferlab_bench.protocol import BenchDatasetCatalogInput, describe_validation_error
+from inferlab_bench.protocol import (
+    BenchDatasetCatalogInput,
+    describe_validation_error,
+    is_sha256_hex,
+)
 
 CATALOG_DIR_ENV = "INFERLAB_CATALOG_DIR"
 COMPARED_FIELDS = (
@@ -35,6 +40,14 @@ class CatalogEntry(BaseModel):
     source_format: str
     license: str
     materialization_identity: str
+
+    @field_validator("sha256")
+    @classmethod
+    def _hex_digest(cls, value: str) -> str:
+        # The digest names the cache file: it must never be a path (../x, /etc/x).
+        if not is_sha256_hex(value):
+            raise PydanticCustomError("sha256_format", "expected 64 lower-case hex digits")
+        return value
 
 
 def catalog_dir(override: Path | None = None) -> Path | None:

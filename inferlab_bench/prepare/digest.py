@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import re
 
 from inferlab_bench.errors import DigestMismatchError, RequestError
-
-_HEX64 = re.compile(r"[0-9a-f]{64}")
+from inferlab_bench.protocol import is_sha256_hex
 
 
 def check_sha256_format(value: str, field: str) -> str:
-    if not _HEX64.fullmatch(value):
+    if not is_sha256_hex(value):
         raise RequestError(f"{field}: expected 64 lower-case hex digits, found {value!r}")
     return value
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
+from inferlab_bench.atomic import atomic_writer, remove_stale_parts
 from inferlab_bench.errors import DownloadError
 from inferlab_bench.prepare.digest import StreamingHasher, verify
 from inferlab_bench.progress import NULL_PROGRESS, ProgressSink
@@ -36,47 +34,11 @@ def download_verified(
     The bytes go to a temp file beside the final path, are fsynced, checked, and renamed;
     on any failure the temp file is removed and nothing appears at ``final_path``.
     """
-    final_path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_parts(final_path)
-    fd, tmp_name = tempfile.mkstemp(
-        prefix=f".{final_path.name}.{os.getpid()}.", suffix=".part", dir=final_path.parent
-    )
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            hasher = _stream(url, handle, progress)
-            handle.flush()
-            os.fsync(handle.fileno())
+    with atomic_writer(final_path) as handle:
+        hasher = _stream(url, handle, progress)
         verify(f"download of {url}", expected_sha256, hasher.hexdigest())
-        os.replace(tmp, final_path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
     return Downloaded(final_path, hasher.hexdigest(), hasher.size, url)
-
-
-def remove_stale_parts(final_path: Path) -> list[Path]:
-    """Remove the temp files of downloads to ``final_path`` whose process is gone (one killed
-    with SIGKILL cannot clean up); a live download's part is left alone."""
-    removed = []
-    for part in final_path.parent.glob(f".{final_path.name}.*.part"):
-        owner = part.name[len(final_path.name) + 2 :].split(".", 1)[0]
-        if owner.isdigit() and not _alive(int(owner)):
-            with contextlib.suppress(OSError):
-                part.unlink()
-                removed.append(part)
-    return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process
-    return True
 
 
 def _stream(url: str, handle: object, progress: ProgressSink) -> StreamingHasher:

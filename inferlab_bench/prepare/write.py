@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from inferlab_bench.atomic import write_bytes_atomic
+from inferlab_bench.atomic import remove_file, write_bytes_atomic
 from inferlab_bench.layout import EVIDENCE_FILE, POPULATION_FILE, session_id
 
 POPULATION_SHA_FILE = "population.sha256"
@@ -93,4 +93,4 @@ def write_outputs(directory: Path, entries: Sequence[Entry], manifest: dict[str,
 def remove_stale(directory: Path) -> None:
     """Before a run: an old population must not survive a failed new one."""
     for name in (POPULATION_FILE, POPULATION_SHA_FILE, EVIDENCE_FILE, MANIFEST_FILE):
-        (directory / name).unlink(missing_ok=True)
+        remove_file(directory / name)

@@ -11,6 +11,7 @@ from typing import Any
 import aiperf
 import jsonschema
 import pytest
+from pydantic import ValidationError
 
 from inferlab_bench.case.aiperf_config import (
     RESET_AFTER_WARMUP_TIMING_MODE,
@@ -149,11 +150,12 @@ def test_warmup_needs_a_concurrency_load(tmp_path: Path) -> None:
 
 
 def test_impossible_cases_are_configuration_errors(tmp_path: Path) -> None:
-    with pytest.raises(ConfigurationError, match="request_count"):
+    # A zero request_count or request_rate is now refused by the wire model itself.
+    with pytest.raises((ConfigurationError, ValidationError), match="request_count"):
         plan(tmp_path, population=POPULATION, request_count=0)
     with pytest.raises(ConfigurationError, match="needs the prepared population"):
         plan(tmp_path)
-    with pytest.raises(ConfigurationError, match="request_rate"):
+    with pytest.raises((ConfigurationError, ValidationError), match="request_rate"):
         plan(
             tmp_path,
             population=POPULATION,

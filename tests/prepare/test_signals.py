@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from inferlab_bench.prepare.download import remove_stale_parts
+from inferlab_bench.atomic import remove_stale_parts
 from inferlab_bench.protocol import BenchDatasetPreparationResult, ClientStatus
 from tests.prepare.conftest import prep_request, write_catalog
 
