@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from inferlab_bench.cli.flags import bind, with_flags
 from inferlab_bench.cli.progress import stderr_progress
@@ -14,7 +15,10 @@ from inferlab_bench.prepare.acquire import acquire
 from inferlab_bench.prepare.cache import cached_path, file_sha256
 from inferlab_bench.prepare.catalog import CatalogEntry, load_entry
 from inferlab_bench.prepare.digest import verify
-from inferlab_bench.runs.options import DatasetFlags
+from inferlab_bench.runs.options import DatasetFlags, DatasetVerifyFlags
+
+Flags = DatasetFlags | DatasetVerifyFlags
+Handler = Callable[[argparse.Namespace], int]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,19 +40,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "path", help="print where the cached file lives", argument_default=argparse.SUPPRESS
     )
     where.add_argument("name", choices=["sharegpt"])
-    for action, body in ((fetch, _fetch), (check, _verify), (where, _path)):
+    for action, body, model in (
+        (fetch, _fetch, DatasetFlags),
+        (check, _verify, DatasetVerifyFlags),
+        (where, _path, DatasetFlags),
+    ):
         action.add_argument("--catalog-dir", help="another catalog directory")
-        bind(action, _handler(body))
+        bind(action, _handler(body, model))
 
 
-def _handler(body: Callable[[DatasetFlags, CatalogEntry], None]) -> Callable[..., int]:
+def _handler(body: Callable[[Any, CatalogEntry], None], model: type[Flags]) -> Handler:
     def handle(args: argparse.Namespace) -> int:
-        return with_flags(args, DatasetFlags, lambda flags: _guarded(body, flags))
+        return with_flags(args, model, lambda flags: _guarded(body, flags))
 
     return handle
 
 
-def _guarded(body: Callable[[DatasetFlags, CatalogEntry], None], flags: DatasetFlags) -> int:
+def _guarded(body: Callable[[Flags, CatalogEntry], None], flags: Flags) -> int:
     try:
         body(flags, load_entry("sharegpt", flags.catalog_dir))
     except InferlabError as exc:
@@ -66,9 +74,9 @@ def _fetch(flags: DatasetFlags, entry: CatalogEntry) -> None:
     print(f"{got.path} ({got.origin}, sha256 {got.sha256} verified)")
 
 
-def _verify(flags: DatasetFlags, entry: CatalogEntry) -> None:
+def _verify(flags: DatasetVerifyFlags, entry: CatalogEntry) -> None:
     target = flags.target
-    path = cached_path(entry.sha256) if target in (None, "sharegpt") else Path(str(target))
+    path = cached_path(entry.sha256) if target == "sharegpt" else Path(target)
     if not path.is_file():
         raise DatasetError(
             f"{path}: not present", hint="run `inferlab-bench dataset fetch sharegpt`"

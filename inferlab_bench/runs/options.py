@@ -238,10 +238,16 @@ class CaseCommandFlags(FlagModel):
 
 
 class DatasetFlags(FlagModel):
-    """``dataset fetch|verify|path``."""
+    """``dataset fetch NAME`` and ``dataset path NAME``."""
 
-    name: Literal["sharegpt"] = "sharegpt"
-    target: DatasetName | None = None
+    name: Literal["sharegpt"]
+    catalog_dir: ExistingDir | None = None
+
+
+class DatasetVerifyFlags(FlagModel):
+    """``dataset verify TARGET``: the cached copy (``sharegpt``) or a file."""
+
+    target: DatasetName
     catalog_dir: ExistingDir | None = None
 
 
@@ -339,6 +345,7 @@ __all__ = [
     "CaseFlags",
     "CompareFlags",
     "DatasetFlags",
+    "DatasetVerifyFlags",
     "DemoFlags",
     "FlagModel",
     "PrepareFlags",
