@@ -367,6 +367,8 @@ def command_variants(command: Command, files: Files) -> list[Variant]:
             continue
         info = command.model.model_fields[dest]
         shape = shape_of(info.annotation, list(info.metadata))
+        if isinstance(action, argparse._AppendAction) and shape.item is not None:
+            shape = shape.item  # a repeated flag: each occurrence is one item
         bad = [("unknown choice", "bogus")] if action.choices else list(bad_values(shape, files))
         for kind, value in bad:
             found.append(make(kind, {**base, dest: value}, flag_name(action)))

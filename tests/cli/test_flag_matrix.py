@@ -94,26 +94,27 @@ def _pick(command: str, kind: str, flag: str) -> Variant:
 
 SUBPROCESS = [
     ("run", "negative", "--concurrency"),
-    ("sweep", "exponent", "--concurrency"),
-    ("sweep", "rule AtMost", "--concurrency"),
-    ("simulate", "above the bound", "--port"),
+    ("sweep", "exponent", "--concurrency"),  # once a hang
+    ("simulate", "above the bound", "--port"),  # once a pydantic dump
     ("prepare", "missing file", "--dataset"),
-    ("compare", "missing path", "A"),
-    ("run", "rule Conflicts", "--dry-run"),
 ]
 
 
-@pytest.mark.parametrize(("command", "kind", "flag"), SUBPROCESS)
-def test_no_traceback_reaches_a_terminal(command: str, kind: str, flag: str, files: Files) -> None:
-    variant = _pick(command, kind, flag)
-    done = subprocess.run(
-        [sys.executable, "-m", "inferlab_bench", *variant.argv],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=files.root,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
-    outcome = Outcome(done.returncode, done.stdout, done.stderr, False, "")
-    assert problems(variant, outcome) == [], done.stderr
+def test_no_traceback_reaches_a_terminal(files: Files) -> None:
+    """A few variants as real processes (started together: each pays the import time)."""
+    picked = [_pick(*choice) for choice in SUBPROCESS]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "inferlab_bench", *variant.argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            cwd=files.root,
+        )
+        for variant in picked
+    ]
+    for variant, proc in zip(picked, procs, strict=True):
+        out, err = proc.communicate(timeout=60)
+        outcome = Outcome(proc.returncode, out, err, False, "")
+        assert problems(variant, outcome) == [], (variant.argv, err)
