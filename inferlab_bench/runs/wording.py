@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 RULE_ERROR = "flag_rule"
@@ -31,7 +32,7 @@ _PLAIN: dict[str, str] = {
     "dict_type": "expected a JSON object",
     "list_type": "expected a list",
     "missing": "required field is missing",
-    "extra_forbidden": "unknown field",
+    "extra_forbidden": "unknown field (not in protocol v6)",
     "json_invalid": "not valid JSON",
     "path_type": "expected a path",
 }
@@ -92,3 +93,16 @@ def describe(
         names = [name((field,)) for field in ctx["fields"]]
         return str(ctx["template"]).format(*names)
     return f"{name(tuple(error['loc']))}: {expectation(error, integer=integer)}{found(error)}"
+
+
+def describe_fields(exc: ValidationError, limit: int = 5) -> str:
+    """Every error of a JSON request as ``field.path: expectation (found X)``, ``; ``-joined."""
+    errors = exc.errors()
+    parts = [describe(error, _dotted) for error in errors[:limit]]
+    if len(errors) > limit:
+        parts.append(f"and {len(errors) - limit} more")
+    return "; ".join(parts)
+
+
+def _dotted(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "(top level)"
