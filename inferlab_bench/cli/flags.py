@@ -17,7 +17,7 @@ from typing import Any, NoReturn, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from inferlab_bench.errors import InferlabError
+from inferlab_bench.errors import ConfigurationError, InferlabError
 from inferlab_bench.runs.wording import RULE_ERROR, describe
 
 EXIT_USAGE = 2
@@ -75,17 +75,13 @@ def flag_table(parser: argparse.ArgumentParser) -> FlagTable:
             continue
         longs = [o for o in action.option_strings if o.startswith("--")]
         flags[action.dest] = longs[0] if longs else action.dest.upper()
-        helps[action.dest] = (action.help or "") % {"default": action.default}
+        helps[action.dest] = action.help or ""
     return FlagTable(parser.prog, flags, helps)
 
 
 def bind(parser: argparse.ArgumentParser, handler: Callable[[argparse.Namespace], int]) -> None:
     """The last step of defining a command: its handler and its flag table."""
     parser.set_defaults(handler=handler, **{TABLE_KEY: flag_table(parser)})
-
-
-class FlagError(InferlabError):
-    """A flag value or a combination of flags the command cannot take."""
 
 
 def parse_flags(model: type[ModelT], args: argparse.Namespace) -> ModelT:
@@ -97,7 +93,7 @@ def parse_flags(model: type[ModelT], args: argparse.Namespace) -> ModelT:
     except ValidationError as exc:
         error = exc.errors()[0]
         text = describe(error, table.name, integer=_integer_field(model, error["loc"]))
-        raise FlagError(text, hint=table.hint(error)) from exc
+        raise ConfigurationError(text, hint=table.hint(error)) from exc
 
 
 def usage_error(exc: InferlabError) -> int:
@@ -111,7 +107,7 @@ def with_flags(args: argparse.Namespace, model: type[ModelT], body: Callable[[Mo
     """Validate, then run ``body``; a bad flag is one line and exit 2, before anything starts."""
     try:
         flags = parse_flags(model, args)
-    except FlagError as exc:
+    except ConfigurationError as exc:
         return usage_error(exc)
     return body(flags)
 

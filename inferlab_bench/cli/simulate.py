@@ -73,7 +73,7 @@ def _field_flag(
 
 
 def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
-    """The one SimulatorConfig these flags describe (a bad flag raises ``FlagError``)."""
+    """The one SimulatorConfig these flags describe (a bad flag raises ``ConfigurationError``)."""
     return simulator_config(parse_flags(SimulateFlags, args))
 
 
