@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+import typing
 from collections.abc import Sequence
 
 from inferlab_bench.cli.render import print_json
 from inferlab_bench.kube.options import DEFAULT_IMAGE, KubeOptions
 from inferlab_bench.kube.population import PopulationDelivery, PvcDelivery, UrlDelivery
 from inferlab_bench.runs.kube import DryRunCase
+from inferlab_bench.runs.options import CaseFlags
 
-ENGINES = ("local", "kube")
+ENGINES = typing.get_args(CaseFlags.model_fields["engine"].annotation)
 
 
 def add_kube_flags(parser: argparse.ArgumentParser) -> None:

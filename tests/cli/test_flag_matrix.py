@@ -78,6 +78,15 @@ def test_every_flag_is_a_model_field_and_back(command: object) -> None:
     assert set(table.flags) == set(command.model.model_fields)
 
 
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c.words))
+def test_every_rule_names_fields_of_its_model(command: object) -> None:
+    from tests.cli.flag_matrix import Command
+
+    assert isinstance(command, Command)
+    for rule in getattr(command.model, "RULES", ()):
+        assert set(rule.violation()) <= set(command.model.model_fields), rule
+
+
 def test_the_matrix_covers_every_command_and_kind() -> None:
     commands = {v.command for v in VARIANTS}
     assert commands == {" ".join(c.words) for c in COMMANDS}
