@@ -24,12 +24,13 @@ from inferlab_bench.cli import (
     simulate,
     sweep,
 )
+from inferlab_bench.cli.flags import FlagParser
 
 COMMANDS = (handshake, prepare, case, run, sweep, report, compare, demo, dataset, simulate)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = FlagParser(
         prog="inferlab-bench",
         description="Exact, reproducible benchmarks of LLM inference servers, driven by AIPerf.",
     )

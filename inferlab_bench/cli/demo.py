@@ -4,38 +4,41 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from inferlab_bench.cli.caseflags import aiperf_echo
+from inferlab_bench.cli.flags import bind, with_flags
 from inferlab_bench.cli.outcome import exit_code, render_cases
 from inferlab_bench.cli.progress import stderr_progress
 from inferlab_bench.cli.render import report_error
 from inferlab_bench.errors import InferlabError
 from inferlab_bench.runs.demo import DemoSettings, run_demo
+from inferlab_bench.runs.options import DemoFlags
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("demo", help="offline demo against the built-in simulated server")
-    parser.add_argument("--out", type=Path, default=Path("inferlab-demo"), help="output directory")
-    parser.add_argument("--concurrency", default="1,4,16", help="comma-separated concurrencies")
-    parser.add_argument("--requests", type=int, default=32, help="profiling requests per case")
-    parser.add_argument("--json", action="store_true", help="print machine-readable results")
+    parser = sub.add_parser(
+        "demo",
+        help="offline demo against the built-in simulated server",
+        argument_default=argparse.SUPPRESS,
+    )
+    parser.add_argument("--out", help="output directory (default inferlab-demo)")
+    parser.add_argument("--concurrency", help="comma-separated concurrencies (default 1,4,16)")
+    parser.add_argument("--requests", help="profiling requests per case (default 32)")
+    parser.add_argument(
+        "--json", dest="as_json", action="store_true", help="print machine-readable results"
+    )
     parser.add_argument("--verbose", action="store_true", help="stream AIPerf's own console output")
-    parser.set_defaults(handler=run)
+    bind(parser, run)
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        concurrencies = tuple(int(v) for v in args.concurrency.split(","))
-    except ValueError:
-        print(
-            f"inferlab-bench: error: --concurrency {args.concurrency!r}: expected integers",
-            file=sys.stderr,
-        )
-        return 2
+    return with_flags(args, DemoFlags, _run)
+
+
+def _run(args: DemoFlags) -> int:
     settings = DemoSettings(
         out=args.out,
-        concurrencies=concurrencies,
+        concurrencies=tuple(args.concurrency),
         requests=args.requests,
         aiperf_echo=aiperf_echo(args.verbose),
     )
@@ -57,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     render_cases(
         outcome.sweep.cases,
         (),
-        as_json=args.json,
+        as_json=args.as_json,
         out=outcome.sweep.directory,
         title="demo sweep (simulated server, prefix cache reset before each case)",
     )

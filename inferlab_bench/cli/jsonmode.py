@@ -9,12 +9,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from inferlab_bench import interrupts
 from inferlab_bench.atomic import os_condition, write_bytes_atomic
 from inferlab_bench.errors import InferlabError, RequestError
 from inferlab_bench.protocol import dump_json, parse_request
+from inferlab_bench.runs.wording import describe_fields
 
 RequestT = TypeVar("RequestT", bound=BaseModel)
 ResultT = TypeVar("ResultT", bound=BaseModel)
@@ -41,7 +42,7 @@ def run_json_command(
     with interrupts.guard(what) as guard:
         try:
             raw = _read_request_bytes(input_path)
-            request = parse_request(request_model, raw, check_paths=True)
+            request = _parse(request_model, raw)
             result = stage(request)
         except InferlabError as exc:
             result = failed_result(str(exc), raw)
@@ -63,6 +64,18 @@ def write_result(output_path: Path, result: BaseModel) -> int:
         print(f"inferlab-bench: cannot write result {output_path}: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _parse(model: type[RequestT], raw: bytes) -> RequestT:
+    """The request, or a RequestError worded as the CLI words the same mistake in a flag."""
+    try:
+        return parse_request(model, raw, check_paths=True)
+    except RequestError as exc:
+        cause = exc.__cause__
+        if not isinstance(cause, ValidationError):
+            raise
+        message = f"invalid {model.__name__}: {describe_fields(cause)}"
+        raise RequestError(message, hint=exc.hint) from cause
 
 
 def _read_request_bytes(path: Path) -> bytes:

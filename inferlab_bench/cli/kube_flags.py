@@ -4,41 +4,27 @@ from __future__ import annotations
 
 import argparse
 import sys
+import typing
 from collections.abc import Sequence
-from pathlib import Path
 
 from inferlab_bench.cli.render import print_json
-from inferlab_bench.errors import ConfigurationError
 from inferlab_bench.kube.options import DEFAULT_IMAGE, KubeOptions
 from inferlab_bench.kube.population import PopulationDelivery, PvcDelivery, UrlDelivery
 from inferlab_bench.runs.kube import DryRunCase
+from inferlab_bench.runs.options import CaseFlags
 
-ENGINES = ("local", "kube")
-# Flags that mean nothing to the local engine: given with it, they are an error, not ignored.
-_KUBE_ONLY = {
-    "namespace": "--namespace",
-    "workers": "--workers",
-    "operator": "--operator/--no-operator",
-    "dry_run": "--dry-run",
-    "image": "--image",
-    "pod_tokenizer": "--pod-tokenizer",
-    "population_url": "--population-url",
-    "population_pvc": "--population-pvc",
-    "kubeconfig": "--kubeconfig",
-    "kube_name": "--kube-name",
-}
+ENGINES = typing.get_args(CaseFlags.model_fields["engine"].annotation)
 
 
 def add_kube_flags(parser: argparse.ArgumentParser) -> None:
-    """The engine choice and its Kubernetes settings."""
+    """The engine choice and its Kubernetes settings (validated by ``runs.options``)."""
     kube = parser.add_argument_group("engine (docs/kube.md)")
-    kube.add_argument("--engine", choices=ENGINES, default="local", help="where AIPerf runs")
+    kube.add_argument("--engine", choices=ENGINES, help="where AIPerf runs (default local)")
     kube.add_argument("--namespace", help="Kubernetes namespace of the AIPerfJob (kube)")
-    kube.add_argument("--workers", type=int, help="AIPerf worker pods in total (kube)")
+    kube.add_argument("--workers", help="AIPerf worker pods in total (kube)")
     kube.add_argument(
         "--operator",
         action=argparse.BooleanOptionalAction,
-        default=None,
         help="submit an AIPerfJob to AIPerf's operator (default), or raw JobSet manifests",
     )
     kube.add_argument(
@@ -56,7 +42,7 @@ def add_kube_flags(parser: argparse.ArgumentParser) -> None:
         metavar="CLAIM[:FILE]",
         help="a PersistentVolumeClaim holding the population (FILE default population.jsonl)",
     )
-    kube.add_argument("--kubeconfig", type=Path, help="kubeconfig for aiperf and kubectl")
+    kube.add_argument("--kubeconfig", help="kubeconfig for aiperf and kubectl")
     kube.add_argument("--kube-name", help="AIPerfJob name (default: derived from the case)")
 
 
@@ -64,31 +50,13 @@ def split_urls(args: argparse.Namespace) -> tuple[str, ...]:
     """Leave the first ``--url`` in ``args.url`` (the request's endpoint); return the rest."""
     urls: list[str] = list(args.url)
     args.url = urls[0]
-    if len(urls) > 1 and args.engine != "kube":
-        raise ConfigurationError(
-            "--url given more than once: several servers need --engine kube",
-            hint="the local engine measures one server; AIPerf's url_strategy runs in the pods",
-        )
     return tuple(urls[1:])
 
 
 def kube_options(args: argparse.Namespace, extra_urls: Sequence[str]) -> KubeOptions | None:
-    """KubeOptions for ``--engine kube``; None for the local engine (kube flags refused)."""
+    """KubeOptions for ``--engine kube``; None for the local engine."""
     if args.engine != "kube":
-        given = [f for dest, f in _KUBE_ONLY.items() if getattr(args, dest) not in (None, False)]
-        if given:
-            raise ConfigurationError(
-                f"{given[0]} applies only with --engine kube", hint="add --engine kube"
-            )
         return None
-    if args.namespace is None:
-        raise ConfigurationError(
-            "--engine kube needs --namespace NS", hint="the namespace the AIPerfJob runs in"
-        )
-    if args.workers is not None and args.workers < 1:
-        raise ConfigurationError(f"--workers: expected a positive count, found {args.workers}")
-    if args.dry_run and args.trials > 1:
-        raise ConfigurationError("--dry-run writes manifests once; drop --trials")
     return KubeOptions(
         namespace=args.namespace,
         workers=args.workers,
@@ -104,8 +72,6 @@ def kube_options(args: argparse.Namespace, extra_urls: Sequence[str]) -> KubeOpt
 
 
 def _delivery(args: argparse.Namespace) -> PopulationDelivery | None:
-    if args.population_url and args.population_pvc:
-        raise ConfigurationError("give one of --population-url or --population-pvc, not both")
     if args.population_url:
         return UrlDelivery(args.population_url)
     if args.population_pvc:

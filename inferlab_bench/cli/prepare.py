@@ -9,10 +9,11 @@ from pathlib import Path
 
 import orjson
 
+from inferlab_bench.cli.flags import bind, with_flags
 from inferlab_bench.cli.jsonmode import run_json_command
 from inferlab_bench.cli.progress import stderr_progress
-from inferlab_bench.cli.render import EXIT_FAILED, EXIT_USAGE, print_json, report_error
-from inferlab_bench.errors import DatasetError, InferlabError
+from inferlab_bench.cli.render import EXIT_FAILED, print_json, report_error
+from inferlab_bench.errors import InferlabError
 from inferlab_bench.prepare.catalog import CATALOG_DIR_ENV
 from inferlab_bench.prepare.stage import run_prepare
 from inferlab_bench.protocol import (
@@ -20,6 +21,7 @@ from inferlab_bench.protocol import (
     BenchDatasetPreparationResult,
     ClientStatus,
 )
+from inferlab_bench.runs.options import PrepareFlags
 from inferlab_bench.runs.prepare import (
     catalogued_sharegpt,
     local_file,
@@ -27,107 +29,82 @@ from inferlab_bench.runs.prepare import (
     prepare_and_save,
 )
 
-HUMAN_REQUIRED = ("model", "dataset", "entries", "max_input_tokens", "out")
-
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("prepare", help="prepare a frozen dataset population")
+    parser = sub.add_parser(
+        "prepare", help="prepare a frozen dataset population", argument_default=argparse.SUPPRESS
+    )
     machine = parser.add_argument_group("JSON mode (control plane)")
-    machine.add_argument("--input", type=Path, help="BenchDatasetPreparationRequest JSON")
-    machine.add_argument("--output", type=Path, help="where to write the result JSON")
+    machine.add_argument("--input", help="BenchDatasetPreparationRequest JSON")
+    machine.add_argument("--output", help="where to write the result JSON")
     machine.add_argument(
         "--catalog-dir",
-        type=Path,
-        default=None,
         help=f"use this catalog directory instead of the packaged one (env {CATALOG_DIR_ENV})",
     )
     human = parser.add_argument_group("human mode")
     human.add_argument("--model", help="local tokenizer directory of the model (its chat template)")
-    human.add_argument(
-        "--served-name", default=None, help="served model name (default: directory name)"
-    )
+    human.add_argument("--served-name", help="served model name (default: directory name)")
     human.add_argument(
         "--dataset", help="'sharegpt' (catalogued) or a path to a ShareGPT-format file"
     )
-    human.add_argument("--entries", type=int, help="population size")
-    human.add_argument("--max-input-tokens", type=int, help="longest admitted input, in tokens")
-    human.add_argument(
-        "--output-tokens", type=int, default=None, help="fixed output length (default: target's)"
-    )
-    human.add_argument("--seed", type=int, default=0)
-    human.add_argument(
-        "--chat-template-kwargs", default=None, help="JSON object passed to the chat template"
-    )
-    human.add_argument("--out", type=Path, help="output directory")
-    human.add_argument("--json", action="store_true", help="print the result JSON")
-    parser.set_defaults(handler=run)
+    human.add_argument("--entries", help="population size")
+    human.add_argument("--max-input-tokens", help="longest admitted input, in tokens")
+    human.add_argument("--output-tokens", help="fixed output length (default: target's)")
+    human.add_argument("--seed", help="seed of the sample (default 0)")
+    human.add_argument("--chat-template-kwargs", help="JSON object passed to the chat template")
+    human.add_argument("--out", help="output directory")
+    human.add_argument("--json", dest="as_json", action="store_true", help="print the result JSON")
+    bind(parser, run)
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.input is not None or args.output is not None:
-        if args.input is None or args.output is None:
-            print(
-                "inferlab-bench: error: JSON mode needs both --input and --output", file=sys.stderr
-            )
-            return EXIT_USAGE
+    return with_flags(args, PrepareFlags, _run)
+
+
+def _run(flags: PrepareFlags) -> int:
+    if flags.input is not None and flags.output is not None:
         return run_json_command(
-            input_path=args.input,
-            output_path=args.output,
+            input_path=flags.input,
+            output_path=flags.output,
             request_model=BenchDatasetPreparationRequest,
             stage=functools.partial(
-                run_prepare, progress=stderr_progress(), catalog_dir=args.catalog_dir
+                run_prepare, progress=stderr_progress(), catalog_dir=flags.catalog_dir
             ),
             failed_result=failed_result,
             what="preparation",
         )
-    return run_human(args)
+    return run_human(flags)
 
 
-def run_human(args: argparse.Namespace) -> int:
-    missing = [
-        f"--{name.replace('_', '-')}" for name in HUMAN_REQUIRED if getattr(args, name) is None
-    ]
-    if missing:
-        print(
-            f"inferlab-bench: error: prepare needs {', '.join(missing)} (or --input/--output)",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
+def run_human(flags: PrepareFlags) -> int:
+    """Human mode; ``runs.options.PrepareFlags`` made sure every needed flag is there."""
+    model, dataset, out = Path(str(flags.model)), str(flags.dataset), Path(str(flags.out))
     try:
-        out = args.out.resolve()
-        if args.dataset != "sharegpt" and not Path(args.dataset).is_file():
-            raise DatasetError(
-                f"--dataset {args.dataset}: no such file",
-                hint="give 'sharegpt' or the path of a ShareGPT-format JSON/JSONL file",
-            )
+        out = out.resolve()
         choice = (
             catalogued_sharegpt()
-            if args.dataset == "sharegpt"
-            else local_file(Path(args.dataset), out / "catalog")
+            if dataset == "sharegpt"
+            else local_file(Path(dataset), out / "catalog")
         )
-        body = (
-            {"chat_template_kwargs": orjson.loads(args.chat_template_kwargs)}
-            if args.chat_template_kwargs
-            else {}
-        )
+        kwargs = flags.chat_template_kwargs
         request = preparation_request(
             choice,
-            args.model,
-            args.served_name or Path(args.model).name,
-            required=args.entries,
-            max_input_tokens=args.max_input_tokens,
-            output_tokens=args.output_tokens,
-            seed=args.seed,
+            str(model),
+            flags.served_name or model.name,
+            required=flags.entries or 0,
+            max_input_tokens=flags.max_input_tokens or 0,
+            output_tokens=flags.output_tokens,
+            seed=flags.seed,
             out=out,
-            request_body=body,
+            request_body={"chat_template_kwargs": kwargs} if kwargs else {},
         )
         result = prepare_and_save(request, choice, stderr_progress())
-    except (OSError, orjson.JSONDecodeError) as exc:
+    except OSError as exc:
         print(f"inferlab-bench: error: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except InferlabError as exc:
         return report_error(exc)
-    return _render(result, choice.note, as_json=args.json)
+    return _render(result, choice.note, as_json=flags.as_json)
 
 
 def _render(result: BenchDatasetPreparationResult, note: str, *, as_json: bool) -> int:

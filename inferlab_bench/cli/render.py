@@ -31,7 +31,6 @@ def print_json(data: object) -> None:
 
 def report_error(exc: InferlabError) -> int:
     """One clear line (and the hint) on stderr; the exit code for a failed human command."""
-    print(f"inferlab-bench: error: {exc.message}", file=sys.stderr)
-    if exc.hint:
-        print(f"  hint: {exc.hint}", file=sys.stderr)
+    hint = f" (hint: {exc.hint})" if exc.hint else ""
+    print(f"inferlab-bench: error: {exc.message}{hint}", file=sys.stderr)
     return EXIT_FAILED

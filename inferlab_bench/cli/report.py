@@ -3,31 +3,38 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from rich.text import Text
 
+from inferlab_bench.cli.flags import bind, with_flags
 from inferlab_bench.cli.outcome import cases_document, show_verdicts
 from inferlab_bench.cli.render import print_json, report_error, show
 from inferlab_bench.errors import InferlabError, RequestError
 from inferlab_bench.report.figures import case_plots
 from inferlab_bench.report.rundir import find_cases, trial_summaries
 from inferlab_bench.report.tables import case_table, sweep_table
+from inferlab_bench.runs.options import ReportFlags
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
-        "report", help="summary table and plots from a saved run or sweep directory"
+        "report",
+        help="summary table and plots from a saved run or sweep directory",
+        argument_default=argparse.SUPPRESS,
     )
-    parser.add_argument(
-        "directory", type=Path, help="a run directory, or a sweep directory of runs"
-    )
+    parser.add_argument("directory", help="a run directory, or a sweep directory of runs")
     parser.add_argument("--no-plots", action="store_true", help="only print the tables")
-    parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    parser.set_defaults(handler=run)
+    parser.add_argument(
+        "--json", dest="as_json", action="store_true", help="print the results as JSON"
+    )
+    bind(parser, run)
 
 
 def run(args: argparse.Namespace) -> int:
+    return with_flags(args, ReportFlags, _run)
+
+
+def _run(args: ReportFlags) -> int:
     try:
         cases = find_cases(args.directory)
         if not cases:
@@ -38,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     except InferlabError as exc:
         return report_error(exc)
     summaries = trial_summaries(args.directory)
-    if args.json:
+    if args.as_json:
         print_json(cases_document(cases, summaries, key=lambda c: c.label))
         return 0
     if len(cases) == 1:

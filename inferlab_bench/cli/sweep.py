@@ -5,49 +5,48 @@ from __future__ import annotations
 import argparse
 
 from inferlab_bench.cli.caseflags import add_case_flags, case_options, target_from, workload_from
+from inferlab_bench.cli.flags import bind, namespace, usage_error, with_flags
 from inferlab_bench.cli.kube_flags import add_kube_flags, kube_options, render_dry_run, split_urls
 from inferlab_bench.cli.outcome import exit_code, render_cases
 from inferlab_bench.cli.progress import stderr_progress
 from inferlab_bench.cli.render import report_error
-from inferlab_bench.errors import ConfigurationError, InferlabError
+from inferlab_bench.errors import InferlabError
 from inferlab_bench.kube.job import KubeEngine
 from inferlab_bench.protocol import BenchLoadInput
 from inferlab_bench.runs.kube import dry_run
+from inferlab_bench.runs.options import SweepFlags
 from inferlab_bench.runs.requests import CaseShape, case_request, load_shape
 from inferlab_bench.runs.sweep import run_sweep, sweep_requests
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("sweep", help="run a case at several concurrencies or rates")
+    parser = sub.add_parser(
+        "sweep",
+        help="run a case at several concurrencies or rates",
+        argument_default=argparse.SUPPRESS,
+    )
     load = parser.add_argument_group("load points (exactly one)")
     load.add_argument("--concurrency", help="comma-separated concurrencies, e.g. 1,4,16")
     load.add_argument("--rate", help="comma-separated request rates, e.g. 0.5,1,2")
-    load.add_argument(
-        "--burstiness", type=float, help="gamma arrivals with this smoothness (with --rate)"
-    )
+    load.add_argument("--burstiness", help="gamma arrivals with this smoothness (with --rate)")
     add_case_flags(parser)
     add_kube_flags(parser)
-    parser.set_defaults(handler=run)
+    bind(parser, run)
 
 
 def sweep_loads(args: argparse.Namespace) -> list[BenchLoadInput]:
-    if (args.concurrency is None) == (args.rate is None):
-        raise ConfigurationError("sweep: give exactly one of --concurrency LIST or --rate LIST")
-    flag, text = ("--concurrency", args.concurrency) if args.concurrency else ("--rate", args.rate)
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError as exc:
-        raise ConfigurationError(f"{flag} {text!r}: expected comma-separated numbers") from exc
-    if not values:
-        raise ConfigurationError(f"{flag}: no values")
-    if flag == "--concurrency":
-        if any(v != int(v) or v < 1 for v in values):
-            raise ConfigurationError(f"--concurrency {text!r}: expected positive integers")
-        return [load_shape(concurrency=int(v)) for v in values]
-    return [load_shape(rate=v, burstiness=args.burstiness) for v in values]
+    """One load per validated --concurrency or --rate value."""
+    if args.concurrency is not None:
+        return [load_shape(concurrency=c) for c in args.concurrency]
+    return [load_shape(rate=r, burstiness=args.burstiness) for r in args.rate]
 
 
 def run(args: argparse.Namespace) -> int:
+    return with_flags(args, SweepFlags, _run)
+
+
+def _run(flags: SweepFlags) -> int:
+    args = namespace(flags)
     try:
         kube = kube_options(args, split_urls(args))
         loads = sweep_loads(args)
@@ -55,9 +54,12 @@ def run(args: argparse.Namespace) -> int:
             loads[0], requests=args.requests, warmup=args.warmup, budget_seconds=args.budget
         )
         base = case_request(target_from(args), workload_from(args), shape, args.out.resolve())
+    except InferlabError as exc:  # still the flags' fault: nothing has started
+        return usage_error(exc)
+    try:
         if kube is not None and kube.dry_run:
             requests = sweep_requests(base, loads, args.out.resolve())
-            return render_dry_run(dry_run(requests, kube), as_json=args.json)
+            return render_dry_run(dry_run(requests, kube), as_json=args.as_json)
         outcome = run_sweep(
             base,
             loads,
@@ -69,5 +71,5 @@ def run(args: argparse.Namespace) -> int:
         )
     except InferlabError as exc:
         return report_error(exc)
-    render_cases(outcome.cases, (), as_json=args.json, out=args.out)
+    render_cases(outcome.cases, (), as_json=args.as_json, out=args.out)
     return exit_code(outcome.cases, strict=args.strict)

@@ -194,9 +194,9 @@ def test_run_against_a_dead_server_fails_with_a_saved_result(tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        ([], "exactly one of --concurrency N, --rate R or --unbounded"),
-        (["--concurrency", "1", "--rate", "2"], "exactly one"),
-        (["--concurrency", "1", "--burstiness", "2"], "--burstiness only applies"),
+        ([], "give exactly one of --concurrency, --rate, --unbounded"),
+        (["--concurrency", "1", "--rate", "2"], "--concurrency cannot be combined with --rate"),
+        (["--concurrency", "1", "--burstiness", "2"], "--burstiness needs --rate"),
         (["--concurrency", "1", "--request-body", "[1]"], "--request-body: expected a JSON object"),
     ],
 )
@@ -206,8 +206,8 @@ def test_run_bad_flags_give_one_line_errors(
     code, err = cli_in_process(
         capsys, "run", *common("http://127.0.0.1:9", tmp_path), "--requests", "2", *extra
     )
-    assert code == 1
-    assert message in err and "Traceback" not in err
+    assert code == 2
+    assert message in err and "Traceback" not in err and len(err.splitlines()) == 1
 
 
 def test_run_needs_a_workload(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -218,7 +218,7 @@ def test_run_needs_a_workload(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         "--model",
         "m",
         "--tokenizer",
-        "t",
+        tmp_path,
         "--concurrency",
         "1",
         "--requests",
@@ -227,18 +227,22 @@ def test_run_needs_a_workload(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         tmp_path,
     ]
     code, err = cli_in_process(capsys, *base)
-    assert code == 1 and "--random-input-tokens" in err
+    assert code == 2 and "give exactly one of --population, --random-input-tokens" in err
     code, err = cli_in_process(capsys, *base, "--population", tmp_path / "none.jsonl")
-    assert code == 1 and "prepare-request" in err
+    assert code == 2 and "--population: expected an existing file" in err
+    population = tmp_path / "population.jsonl"
+    population.write_text('{"output_length": 4}\n')
+    code, err = cli_in_process(capsys, *base, "--population", population)
+    assert code == 2 and "--prepare-request" in err
 
 
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--concurrency", "1,x"], "expected comma-separated numbers"),
-        (["--concurrency", "0,2"], "expected positive integers"),
-        (["--rate", "a"], "expected comma-separated numbers"),
-        ([], "exactly one of --concurrency LIST or --rate LIST"),
+        (["--concurrency", "1,x"], "--concurrency: expected an integer (found 'x')"),
+        (["--concurrency", "0,2"], "--concurrency: expected an integer >= 1 (found '0')"),
+        (["--rate", "a"], "--rate: expected a number (found 'a')"),
+        ([], "give exactly one of --concurrency, --rate"),
     ],
 )
 def test_sweep_bad_load_lists(
@@ -247,7 +251,7 @@ def test_sweep_bad_load_lists(
     code, err = cli_in_process(
         capsys, "sweep", *common("http://127.0.0.1:9", tmp_path), "--requests", "2", *extra
     )
-    assert code == 1 and message in err
+    assert code == 2 and message in err
 
 
 def test_missing_required_flag_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -261,4 +265,7 @@ def test_report_and_compare_on_nothing_fail_clearly(
     code, err = cli_in_process(capsys, "report", tmp_path)
     assert code == 1 and "no result.json" in err
     code, err = cli_in_process(capsys, "compare", tmp_path / "a", tmp_path / "b")
+    assert code == 2 and "A: expected an existing file or directory" in err
+    (tmp_path / "a").mkdir()
+    code, err = cli_in_process(capsys, "compare", tmp_path / "a", tmp_path / "a")
     assert code == 1 and "cannot read saved result" in err

@@ -62,7 +62,7 @@ def test_prepare_with_flags_on_a_local_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message", "code"),
     [
-        (["--dataset", "/no/such.json"], "--dataset /no/such.json: no such file", 1),
+        (["--dataset", "/no/such.json"], "--dataset: expected an existing file", 2),
         (["--entries", "100000"], "100000 needed", 1),
         ([], "", 0),
     ],
@@ -87,8 +87,9 @@ def test_prepare_flag_errors(args: list[str], message: str, code: int, tmp_path:
 
 
 def test_prepare_without_mode_is_a_usage_error() -> None:
-    proc = cli("prepare", "--model", "x")
-    assert proc.returncode == 2 and "prepare needs --dataset" in proc.stderr
+    proc = cli("prepare", "--entries", "2")
+    assert proc.returncode == 2
+    assert "give --model, --dataset, --max-input-tokens, --out (or --input)" in proc.stderr
 
 
 def test_dataset_fetch_verify_path(tmp_path: Path) -> None:

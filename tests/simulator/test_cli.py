@@ -68,4 +68,4 @@ def test_invalid_option_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
     from inferlab_bench.cli.simulate import run
 
     assert run(_args("--error-rate", "2")) == 2
-    assert "error_rate" in capsys.readouterr().err
+    assert "--error-rate: expected a number <= 1" in capsys.readouterr().err

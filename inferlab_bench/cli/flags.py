@@ -1,0 +1,137 @@
+"""The CLI's edge: argparse namespace -> validated flag model, or one line naming the flag, exit 2.
+
+The field -> flag table is read off each parser's own argument definitions (``dest`` ->
+``--flag``), so a model field and its flag cannot drift apart unnoticed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, NoReturn, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+from inferlab_bench.errors import ConfigurationError, InferlabError
+from inferlab_bench.runs.wording import RULE_ERROR, describe
+
+EXIT_USAGE = 2
+TABLE_KEY = "flag_table"
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+class FlagParser(argparse.ArgumentParser):
+    """argparse whose own mistakes (unknown flag, missing flag, bad choice) are one line, exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(
+            EXIT_USAGE,
+            f"inferlab-bench: error: {message} (hint: see `{self.prog} --help`)\n",
+        )
+
+
+@dataclass(frozen=True)
+class FlagTable:
+    """One parser's flags: dest -> how a person types it, and its help (the hint)."""
+
+    prog: str
+    flags: Mapping[str, str]
+    helps: Mapping[str, str]
+
+    def name(self, loc: tuple[int | str, ...]) -> str:
+        """The flag a pydantic location points at (its first part that is a dest)."""
+        for part in loc:
+            if isinstance(part, str) and part in self.flags:
+                return self.flags[part]
+        return ".".join(str(p) for p in loc) or self.prog
+
+    def hint(self, error: ErrorDetails) -> str:
+        if error["type"] == RULE_ERROR:
+            ctx = error.get("ctx") or {}
+            if ctx.get("hint"):
+                return str(ctx["hint"])
+            dests = list(ctx.get("fields", ()))
+        else:
+            dests = [p for p in error["loc"] if isinstance(p, str)]
+        for dest in dests:
+            if self.helps.get(dest):
+                return f"{self.flags[dest]}: {self.helps[dest]}; see `{self.prog} --help`"
+        return f"see `{self.prog} --help`"
+
+
+def flag_table(parser: argparse.ArgumentParser) -> FlagTable:
+    """Read the table off a parser whose arguments are all defined."""
+    flags: dict[str, str] = {}
+    helps: dict[str, str] = {}
+    for action in parser._actions:
+        if action.dest in (argparse.SUPPRESS, "help") or isinstance(
+            action, argparse._SubParsersAction
+        ):
+            continue
+        longs = [o for o in action.option_strings if o.startswith("--")]
+        flags[action.dest] = longs[0] if longs else action.dest.upper()
+        helps[action.dest] = action.help or ""
+    return FlagTable(parser.prog, flags, helps)
+
+
+def bind(parser: argparse.ArgumentParser, handler: Callable[[argparse.Namespace], int]) -> None:
+    """The last step of defining a command: its handler and its flag table."""
+    parser.set_defaults(handler=handler, **{TABLE_KEY: flag_table(parser)})
+
+
+def parse_flags(model: type[ModelT], args: argparse.Namespace) -> ModelT:
+    """Validate the given flags (absent ones take the model's defaults) into ``model``."""
+    table: FlagTable = getattr(args, TABLE_KEY)
+    values = {dest: value for dest, value in vars(args).items() if dest in table.flags}
+    try:
+        return model.model_validate(values)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        text = describe(error, table.name, integer=_integer_field(model, error["loc"]))
+        raise ConfigurationError(text, hint=table.hint(error)) from exc
+
+
+def usage_error(exc: InferlabError) -> int:
+    """One line on stderr (message and hint); exit code 2."""
+    hint = f" (hint: {exc.hint})" if exc.hint else ""
+    print(f"inferlab-bench: error: {exc.message}{hint}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def with_flags(args: argparse.Namespace, model: type[ModelT], body: Callable[[ModelT], int]) -> int:
+    """Validate, then run ``body``; a bad flag is one line and exit 2, before anything starts."""
+    try:
+        flags = parse_flags(model, args)
+    except ConfigurationError as exc:
+        return usage_error(exc)
+    return body(flags)
+
+
+def namespace(flags: BaseModel) -> argparse.Namespace:
+    """Validated flags in the shape the request builders take (``args.concurrency``...)."""
+    return argparse.Namespace(**dict(flags))
+
+
+def _integer_field(model: type[BaseModel], loc: tuple[int | str, ...]) -> bool | None:
+    """Whether the field at ``loc`` holds integers (for ``expected an integer >= 1``)."""
+    if not loc or not isinstance(loc[0], str) or loc[0] not in model.model_fields:
+        return None
+    return _holds_int(model.model_fields[loc[0]].annotation)
+
+
+def _holds_int(annotation: Any) -> bool | None:
+    if annotation is int:
+        return True
+    if annotation is float:
+        return False
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType, list, typing.Annotated):
+        for arg in typing.get_args(annotation):
+            if (found := _holds_int(arg)) is not None:
+                return found
+    return None
