@@ -16,12 +16,15 @@ from inferlab_bench import validity
 from inferlab_bench.atomic import write_bytes_atomic
 from inferlab_bench.case import (
     aiperf_config,
+    connections,
     integrity,
+    llamacpp,
     metrics,
     prefix,
     probe,
     reset,
     runner,
+    server_metrics,
     slo,
 )
 from inferlab_bench.case.aiperf_plugin.hook import ENV_VAR, HookSettings
@@ -62,6 +65,8 @@ class CaseOptions:
     """``vllm|sglang|tokenspeed|none|METHOD:/path``; None = decide from the server."""
     echo: IO[str] | None = None
     """Where AIPerf's output is streamed (stderr when None)."""
+    connections: str | None = None
+    """``auto|pooled|close`` (``connections.OPTION_HELP``); None = decide from the server."""
 
 
 @dataclass
@@ -74,6 +79,10 @@ class _Case:
     artifacts: list[RawArtifact] = field(default_factory=list)
     command: list[str] = field(default_factory=list)
     exit_code: int | None = None
+    aiperf_env: dict[str, str] = field(default_factory=dict)
+    """Settings for AIPerf's environment chosen for this server (connections)."""
+    metrics_window: list[server_metrics.Scrape | None] = field(default_factory=list)
+    """The server's /metrics right before AIPerf started and right after it exited."""
 
     @property
     def root(self) -> Path:
@@ -108,7 +117,10 @@ def _run(case: _Case) -> BenchClientResult:
     case.root.mkdir(parents=True, exist_ok=True)
     check_population(request)
     probe.check_listening(request.endpoint.base_url, timeout=min(5.0, max(0.5, _remaining(case))))
+    _choose_connections(case)
     target = _reset_target(case)
+    if target is not None and target.per_slot:
+        _check_llamacpp_prompt_cache(case, target)
     with_warmup_reset = target is not None and request.case.warmup_request_count > 0
     plan = aiperf_config.build_plan(
         request,
@@ -205,6 +217,15 @@ def check_population(request: BenchClientRequest) -> None:
         )
 
 
+def _choose_connections(case: _Case) -> None:
+    """AIPerf's connection settings for this server, recorded as connections.json."""
+    choice = connections.choose(
+        case.request.endpoint.base_url, case.options.connections, timeout=min(5.0, _remaining(case))
+    )
+    case.aiperf_env = dict(choice.env)
+    case.write_json("connections", "config", choice.as_json())
+
+
 def _reset_target(case: _Case) -> reset.ResetTarget | None:
     if not case.request.definition.reset_prefix_cache:
         return None
@@ -221,21 +242,36 @@ def _reset_target(case: _Case) -> reset.ResetTarget | None:
     return target
 
 
+def _check_llamacpp_prompt_cache(case: _Case, target: reset.ResetTarget) -> None:
+    """A slot erase leaves llama.cpp's RAM prompt cache warm: refuse the case if it is on."""
+    request = case.request
+    probe = llamacpp.probe_prompt_cache(
+        request.endpoint.base_url,
+        request.model.served_name,
+        request.endpoint.chat_completions_path,
+        target,
+        timeout=min(30.0, _remaining(case)),
+    )
+    case.write_json("prompt-cache-probe", "reset_evidence", probe.as_json())
+    llamacpp.refuse_if_on(probe)
+
+
 def _reset_now(case: _Case, target: reset.ResetTarget) -> None:
     # Without warmup nothing runs between this call and the first profiling request.
-    call = reset.reset_prefix_cache(
+    calls = reset.reset_all(
         case.request.endpoint.base_url, target, timeout=min(30.0, _remaining(case))
     )
     path = case.root / "reset-evidence.json"
-    reset.write_evidence(path, target, [call], when="before-run")
+    reset.write_evidence(path, target, calls, when="before-run")
     case.add("reset-evidence", "reset_evidence", path)
-    reset.raise_unless_ok(call)
+    for call in calls:
+        reset.raise_unless_ok(call)
 
 
 def _run_aiperf(
     case: _Case, config_path: Path, hook_target: reset.ResetTarget | None
 ) -> runner.RunOutcome:
-    env = _environment(case.request.model.locator)
+    env = _environment(case.request.model.locator) | case.aiperf_env
     if hook_target is not None:
         settings = HookSettings(
             base_url=case.request.endpoint.base_url,
@@ -247,6 +283,8 @@ def _run_aiperf(
     case.aiperf_dir.mkdir(parents=True, exist_ok=True)
     log_path = case.root / "aiperf-output.log"
     case.command = runner.aiperf_command(config_path)
+    base_url = case.request.endpoint.base_url
+    case.metrics_window = [server_metrics.scrape(base_url, timeout=min(5.0, _remaining(case)))]
     try:
         outcome = runner.run_aiperf(
             config_path,
@@ -256,6 +294,7 @@ def _run_aiperf(
             echo=case.options.echo,
         )
     finally:
+        case.metrics_window.append(server_metrics.scrape(base_url, timeout=5.0))
         _collect_outputs(case, log_path)
     case.exit_code = outcome.exit_code
     _check_outcome(case, outcome, hook_target is not None)
@@ -300,7 +339,7 @@ def _check_outcome(case: _Case, outcome: runner.RunOutcome, hooked: bool) -> Non
             hint="raise the budget or lower request_count; the server may be stalling",
         )
     if hooked:
-        _check_hook_reset(case)
+        _check_hook_reset(case, outcome)
     if outcome.exit_code != 0 and not (case.aiperf_dir / f"{_PREFIX}.jsonl").is_file():
         raise _exit_error(outcome.exit_code, outcome.log_path)
 
@@ -312,14 +351,17 @@ def _exit_error(exit_code: int | None, log_path: Path) -> LoadGeneratorError:
     )
 
 
-def _check_hook_reset(case: _Case) -> None:
+def _check_hook_reset(case: _Case, outcome: runner.RunOutcome) -> None:
     calls = reset.read_evidence(case.root / "reset-evidence.json")
+    if not calls and outcome.exit_code != 0:
+        raise _exit_error(outcome.exit_code, outcome.log_path)  # its cause, not the reset's
     if not calls:
         raise PrefixCacheResetError(
             "the prefix-cache reset after warmup never ran (warmup did not finish?)",
             hint="see the AIPerf log",
         )
-    reset.raise_unless_ok(calls[-1])
+    for call in calls:
+        reset.raise_unless_ok(call)
 
 
 def _log_reason(log_path: Path, limit: int = 400) -> str:
@@ -360,6 +402,8 @@ def _measure(
     population = _population_lines(request)
     cold = _cold_start_verdict(case, records, population) if reset_checked else None
     _write_validity(case, records, population, cold)
+    if len(case.metrics_window) == 2:
+        _write_server_metrics(case, records)
     if cold is not None and not cold.cold:
         raise PrefixCacheResetError(
             f"the prefix cache was not cold after the reset: {cold.reason}",
@@ -474,6 +518,13 @@ def _write_validity(
         post_reset_cold=None if cold is None else cold.cold,
     )
     case.write_json("validity", "validity", document.to_json_dict())
+
+
+def _write_server_metrics(case: _Case, records: CaseRecords) -> None:
+    """server-metrics.json: the server's counter deltas over the run beside our sums."""
+    before, after = case.metrics_window
+    document = server_metrics.comparison(before, after, server_metrics.our_totals(records))
+    case.write_json("server-metrics", "summary", document)
 
 
 def _expectations(path: Path, lines: list[dict[str, Any]]) -> validity.Expectations:

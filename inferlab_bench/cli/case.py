@@ -7,6 +7,7 @@ import functools
 import os
 from pathlib import Path
 
+from inferlab_bench.case import connections
 from inferlab_bench.case.reset import OPTION_HELP
 from inferlab_bench.case.stage import CaseOptions, run_case
 from inferlab_bench.cli.jsonmode import run_json_command
@@ -26,11 +27,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help=f"how to reset the server's prefix cache when the request asks for it "
         f"(env {RESET_ENV_VAR}; default: decided from GET /v1/models where reliable)",
     )
+    add_connections_flag(parser)
     parser.set_defaults(handler=run)
 
 
+def add_connections_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--connections auto|pooled|close`` (env INFERLAB_CONNECTIONS), for case, run and sweep."""
+    parser.add_argument(
+        "--connections",
+        metavar=connections.OPTION_HELP,
+        default=os.environ.get(connections.ENV_VAR) or None,
+        help="AIPerf's HTTP connections: a keep-alive pool, or one connection per request "
+        "(close; for servers that drop pooled connections, e.g. llama.cpp). Default auto: "
+        f"decided from GET /v1/models (env {connections.ENV_VAR})",
+    )
+
+
 def run(args: argparse.Namespace) -> int:
-    options = CaseOptions(prefix_cache_reset=args.prefix_cache_reset)
+    options = CaseOptions(prefix_cache_reset=args.prefix_cache_reset, connections=args.connections)
     return run_json_command(
         input_path=args.input,
         output_path=args.output,

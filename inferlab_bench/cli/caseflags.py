@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from inferlab_bench.case.reset import OPTION_HELP
 from inferlab_bench.case.stage import CaseOptions
-from inferlab_bench.cli.case import RESET_ENV_VAR
+from inferlab_bench.cli.case import RESET_ENV_VAR, add_connections_flag
 from inferlab_bench.errors import ConfigurationError
 from inferlab_bench.protocol import (
     SETTING_VALUE_ADAPTER,
@@ -75,6 +75,7 @@ def add_case_flags(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get(RESET_ENV_VAR) or None,
         help="reset the server's prefix cache before profiling (framework or METHOD:/path)",
     )
+    add_connections_flag(run)
     run.add_argument("--budget", type=float, default=3600.0, help="hard deadline per case, seconds")
     run.add_argument(
         "--trials", type=int, default=1, help="repeat each case N times (confidence intervals)"
@@ -99,6 +100,7 @@ def case_options(args: argparse.Namespace) -> CaseOptions:
     return CaseOptions(
         prefix_cache_reset=None if reset in (None, "none") else reset,
         echo=aiperf_echo(args.verbose),
+        connections=args.connections,
     )
 
 
