@@ -109,7 +109,7 @@ def reset_prefix_cache(
             response = client.request(target.method, url)
     except httpx.HTTPError as exc:
         return _failed_call(url, target, started, clock, exc)
-    return _answered_call(url, target, started, clock, response.status_code)
+    return _answered_call(url, target, started, clock, response)
 
 
 async def reset_prefix_cache_async(
@@ -123,7 +123,7 @@ async def reset_prefix_cache_async(
             response = await client.request(target.method, url)
     except httpx.HTTPError as exc:
         return _failed_call(url, target, started, clock, exc)
-    return _answered_call(url, target, started, clock, response.status_code)
+    return _answered_call(url, target, started, clock, response)
 
 
 def reset_all(
@@ -140,7 +140,7 @@ def reset_all(
             response = client.get(url)
     except httpx.HTTPError as exc:
         return [_failed_call(url, listing_target, started, clock, exc)]
-    listing = _answered_call(url, listing_target, started, clock, response.status_code)
+    listing = _answered_call(url, listing_target, started, clock, response)
     ids = _slot_ids(response) if listing.ok else []
     calls = [listing if ids or not listing.ok else _no_slots(listing)]
     return calls + [reset_prefix_cache(base_url, _for_slot(target, i), timeout) for i in ids]
@@ -160,7 +160,7 @@ async def reset_all_async(
             response = await client.get(url)
     except httpx.HTTPError as exc:
         return [_failed_call(url, listing_target, started, clock, exc)]
-    listing = _answered_call(url, listing_target, started, clock, response.status_code)
+    listing = _answered_call(url, listing_target, started, clock, response)
     ids = _slot_ids(response) if listing.ok else []
     calls = [listing if ids or not listing.ok else _no_slots(listing)]
     for i in ids:
@@ -191,7 +191,10 @@ def raise_unless_ok(call: ResetCall) -> None:
     """PrefixCacheResetError naming the URL and what came back."""
     if call.ok:
         return
-    found = call.error or f"HTTP {call.status}"
+    if call.status is None:
+        found = call.error
+    else:
+        found = f"HTTP {call.status}" + (f": {call.error}" if call.error else "")
     raise PrefixCacheResetError(
         f"prefix-cache reset {call.method} {call.url} failed: {found}",
         hint="check --prefix-cache-reset against the server's framework; no load was measured",
@@ -223,16 +226,27 @@ def read_evidence(path: Path) -> list[ResetCall]:
 
 
 def _answered_call(
-    url: str, target: ResetTarget, started: int, clock: float, status: int
+    url: str, target: ResetTarget, started: int, clock: float, response: httpx.Response
 ) -> ResetCall:
+    ok = is_success(response.status_code)
     return ResetCall(
         url=url,
         method=target.method,
-        status=status,
+        status=response.status_code,
         time_ns=started,
         duration=time.perf_counter() - clock,
-        ok=is_success(status),
+        ok=ok,
+        # What the server said it needs (llama.cpp: "Start it with `--slot-save-path`").
+        error=None if ok else _said(response),
     )
+
+
+def _said(response: httpx.Response, limit: int = 300) -> str | None:
+    try:
+        text = response.text.strip()
+    except (httpx.HTTPError, UnicodeDecodeError):
+        return None
+    return text[:limit] or None
 
 
 def _failed_call(

@@ -36,6 +36,16 @@ def long_population(path: Path, entries: int) -> dict[str, Any]:
     return write_population(path, [_entry(i, 4 + i % 4) for i in range(entries)])
 
 
+def repeating_population(path: Path, entries: int, distinct: int) -> dict[str, Any]:
+    """Entry i asks what entry ``i % distinct`` asks: warmup sends the measured prompts."""
+    lines = []
+    for index in range(entries):
+        entry = _entry(index % distinct, 2)
+        entry["session_id"] = f"inferlab-{index:08d}"
+        lines.append(entry)
+    return write_population(path, lines)
+
+
 def _entry(index: int, filler: int) -> dict[str, Any]:
     entry: dict[str, Any] = orjson.loads(population_line(index, OUTPUT_TOKENS))
     if filler:
