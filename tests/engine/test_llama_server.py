@@ -13,6 +13,7 @@ from tests.engine.conftest import StartServer
 from tests.engine.proxy import late_closing_proxy
 from tests.engine.server import RunningLlamaServer
 from tests.engine.support import (
+    OUTPUT_TOKENS,
     artifact,
     case_request,
     cli,
@@ -48,6 +49,14 @@ def test_json_case_at_concurrency_reconciles_and_loses_no_request(
     assert validity["verdicts"]["prompt_tokens_reconciled"] == "pass", validity["prompt_tokens"]
     assert validity["prompt_tokens"]["compared"] == 12
     assert validity["verdicts"]["output_lengths_honored"] == "pass"
+    # The server's own counters over the run agree with our per-request sums.
+    metrics = artifact(result, "server-metrics")
+    assert metrics["served"] is True and metrics["family"] == "llamacpp"
+    figures = metrics["figures"]
+    assert set(figures) >= {"prompt_tokens", "output_tokens", "cached_prompt_tokens"}
+    for name, figure in figures.items():
+        assert figure["difference"] == 0, (name, figure)
+    assert figures["output_tokens"]["ours"] == 12 * OUTPUT_TOKENS
 
 
 def test_human_run_at_a_rate(start_server: StartServer, tmp_path: Path) -> None:
