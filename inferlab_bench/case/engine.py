@@ -12,6 +12,7 @@ and write the result. An engine only runs that config and leaves AIPerf's output
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -38,6 +39,8 @@ class EngineRun:
     such a case in ``check``)."""
     echo: IO[str] | None = None
     """Where the load generator's console output is streamed (None: only its log)."""
+    aiperf_env: Mapping[str, str] = field(default_factory=dict)
+    """AIPerf settings (environment variables) this server needs, e.g. its connections."""
 
 
 @dataclass(frozen=True)

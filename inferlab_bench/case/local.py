@@ -37,7 +37,7 @@ class LocalEngine:
     def run(self, run: EngineRun) -> EngineOutcome:
         request = run.request
         cache = self._cache_dir if self._cache_dir is not None else cache_root()
-        env = aiperf_environment(os.environ, cache)
+        env = aiperf_environment(os.environ, cache) | dict(run.aiperf_env)
         if run.reset_after_warmup is not None:
             settings = HookSettings(
                 base_url=request.endpoint.base_url,

@@ -59,6 +59,10 @@ class RecordColumns:
     has_error: np.ndarray
     error_message: list[str | None]
     metrics: dict[str, np.ndarray]
+    error_code: np.ndarray | None = None
+    """AIPerf's ``error.code`` (an HTTP status for a non-2xx answer); -1 where absent."""
+    error_type: list[str | None] | None = None
+    """AIPerf's ``error.type``: the exception class name, or the HTTP reason phrase."""
 
     def __len__(self) -> int:
         return int(self.session_num.shape[0])
@@ -154,6 +158,8 @@ def _columns(table: pa.Table) -> RecordColumns:
         was_cancelled=_bools(pc.struct_field(meta, "was_cancelled")),
         has_error=np.asarray(error.is_valid(), dtype=bool),
         error_message=pc.struct_field(error, "message").to_pylist(),
+        error_code=_ints(pc.struct_field(error, "code")),
+        error_type=pc.struct_field(error, "type").to_pylist(),
         metrics={tag: _floats(pc.struct_field(metrics, [tag, "value"])) for tag in RECORD_TAGS},
     )
 

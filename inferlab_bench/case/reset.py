@@ -11,19 +11,25 @@ import httpx
 import orjson
 
 from inferlab_bench.atomic import write_bytes_atomic
+from inferlab_bench.case.identity import models_owner
 from inferlab_bench.errors import ConfigurationError, PrefixCacheResetError
 
+SLOT = "{id}"
+"""In a reset path: make the call once per slot listed by GET /slots (llama.cpp)."""
 FRAMEWORK_RESETS: dict[str, tuple[str, str] | None] = {
     "vllm": ("POST", "/reset_prefix_cache"),
     "sglang": ("POST", "/flush_cache"),
     "tokenspeed": ("POST", "/flush_cache"),
+    # llama-server keeps one prompt per slot: erase every slot (no --slot-save-path needed).
+    "llamacpp": ("POST", f"/slots/{SLOT}?action=erase"),
     "trtllm": None,
     "none": None,
 }
-OPTION_HELP = "vllm|sglang|tokenspeed|none|METHOD:/path"
+OPTION_HELP = "vllm|sglang|tokenspeed|llamacpp|none|METHOD:/path"
 _METHODS = ("POST", "GET", "PUT", "DELETE")
 # Only a server's own name for itself in GET /v1/models is trusted to pick the call.
-_OWNED_BY = {"vllm": "vllm", "sglang": "sglang"}
+_OWNED_BY = {"vllm": "vllm", "sglang": "sglang", "llamacpp": "llamacpp"}
+SLOTS_PATH = "/slots"
 DEFAULT_TIMEOUT_SECONDS = 30.0
 
 
@@ -35,6 +41,11 @@ class ResetTarget:
     path: str
     origin: str
     """``--prefix-cache-reset vllm``, ``detected from GET /v1/models`` ..."""
+
+    @property
+    def per_slot(self) -> bool:
+        """The call is made once per slot of GET /slots (llama.cpp's slot erase)."""
+        return SLOT in self.path
 
 
 @dataclass(frozen=True)
@@ -75,7 +86,7 @@ def is_success(status: int) -> bool:
 
 def detect_target(base_url: str, timeout: float = 5.0) -> ResetTarget:
     """Pick the reset call from what the server says about itself, or ask for the option."""
-    owner = _models_owner(base_url, timeout)
+    owner = models_owner(base_url, timeout)
     framework = _OWNED_BY.get(owner or "")
     if framework is None:
         raise PrefixCacheResetError(
@@ -98,7 +109,7 @@ def reset_prefix_cache(
             response = client.request(target.method, url)
     except httpx.HTTPError as exc:
         return _failed_call(url, target, started, clock, exc)
-    return _answered_call(url, target, started, clock, response.status_code)
+    return _answered_call(url, target, started, clock, response)
 
 
 async def reset_prefix_cache_async(
@@ -112,14 +123,78 @@ async def reset_prefix_cache_async(
             response = await client.request(target.method, url)
     except httpx.HTTPError as exc:
         return _failed_call(url, target, started, clock, exc)
-    return _answered_call(url, target, started, clock, response.status_code)
+    return _answered_call(url, target, started, clock, response)
+
+
+def reset_all(
+    base_url: str, target: ResetTarget, timeout: float = DEFAULT_TIMEOUT_SECONDS
+) -> list[ResetCall]:
+    """The whole reset: one call, or (per-slot targets) GET /slots then one call per slot."""
+    if not target.per_slot:
+        return [reset_prefix_cache(base_url, target, timeout)]
+    listing_target = ResetTarget("GET", SLOTS_PATH, target.origin)
+    url = base_url.rstrip("/") + SLOTS_PATH
+    started, clock = time.time_ns(), time.perf_counter()
+    try:
+        with httpx.Client(timeout=timeout) as client:
+            response = client.get(url)
+    except httpx.HTTPError as exc:
+        return [_failed_call(url, listing_target, started, clock, exc)]
+    listing = _answered_call(url, listing_target, started, clock, response)
+    ids = _slot_ids(response) if listing.ok else []
+    calls = [listing if ids or not listing.ok else _no_slots(listing)]
+    return calls + [reset_prefix_cache(base_url, _for_slot(target, i), timeout) for i in ids]
+
+
+async def reset_all_async(
+    base_url: str, target: ResetTarget, timeout: float = DEFAULT_TIMEOUT_SECONDS
+) -> list[ResetCall]:
+    """``reset_all`` for code running inside an event loop (the AIPerf plugin)."""
+    if not target.per_slot:
+        return [await reset_prefix_cache_async(base_url, target, timeout)]
+    listing_target = ResetTarget("GET", SLOTS_PATH, target.origin)
+    url = base_url.rstrip("/") + SLOTS_PATH
+    started, clock = time.time_ns(), time.perf_counter()
+    try:
+        async with httpx.AsyncClient(timeout=timeout) as client:
+            response = await client.get(url)
+    except httpx.HTTPError as exc:
+        return [_failed_call(url, listing_target, started, clock, exc)]
+    listing = _answered_call(url, listing_target, started, clock, response)
+    ids = _slot_ids(response) if listing.ok else []
+    calls = [listing if ids or not listing.ok else _no_slots(listing)]
+    for i in ids:
+        calls.append(await reset_prefix_cache_async(base_url, _for_slot(target, i), timeout))
+    return calls
+
+
+def _slot_ids(response: httpx.Response) -> list[int]:
+    try:
+        slots = response.json()
+    except ValueError:
+        return []
+    if not isinstance(slots, list):
+        return []
+    return [s["id"] for s in slots if isinstance(s, dict) and isinstance(s.get("id"), int)]
+
+
+def _no_slots(listing: ResetCall) -> ResetCall:
+    # Nothing to erase is not a reset: the server hides its slots (--no-slots) or has none.
+    return ResetCall(**{**asdict(listing), "ok": False, "error": "GET /slots listed no slot"})
+
+
+def _for_slot(target: ResetTarget, slot: int) -> ResetTarget:
+    return ResetTarget(target.method, target.path.replace(SLOT, str(slot)), target.origin)
 
 
 def raise_unless_ok(call: ResetCall) -> None:
     """PrefixCacheResetError naming the URL and what came back."""
     if call.ok:
         return
-    found = f"HTTP {call.status}" if call.status is not None else call.error
+    if call.status is None:
+        found = call.error
+    else:
+        found = f"HTTP {call.status}" + (f": {call.error}" if call.error else "")
     raise PrefixCacheResetError(
         f"prefix-cache reset {call.method} {call.url} failed: {found}",
         hint="check --prefix-cache-reset against the server's framework; no load was measured",
@@ -150,27 +225,28 @@ def read_evidence(path: Path) -> list[ResetCall]:
     return [ResetCall(**call) for call in document.get("calls", [])]
 
 
-def _models_owner(base_url: str, timeout: float) -> str | None:
-    try:
-        response = httpx.get(base_url.rstrip("/") + "/v1/models", timeout=timeout)
-        cards = response.json().get("data") if response.status_code == 200 else None
-    except (httpx.HTTPError, ValueError, AttributeError):
-        return None
-    owners = {card.get("owned_by") for card in cards or [] if isinstance(card, dict)}
-    return owners.pop() if len(owners) == 1 else None
-
-
 def _answered_call(
-    url: str, target: ResetTarget, started: int, clock: float, status: int
+    url: str, target: ResetTarget, started: int, clock: float, response: httpx.Response
 ) -> ResetCall:
+    ok = is_success(response.status_code)
     return ResetCall(
         url=url,
         method=target.method,
-        status=status,
+        status=response.status_code,
         time_ns=started,
         duration=time.perf_counter() - clock,
-        ok=is_success(status),
+        ok=ok,
+        # What the server said it needs (llama.cpp: "Start it with `--slot-save-path`").
+        error=None if ok else _said(response),
     )
+
+
+def _said(response: httpx.Response, limit: int = 300) -> str | None:
+    try:
+        text = response.text.strip()
+    except (httpx.HTTPError, UnicodeDecodeError):
+        return None
+    return text[:limit] or None
 
 
 def _failed_call(

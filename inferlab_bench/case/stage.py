@@ -24,7 +24,18 @@ import orjson
 from inferlab_bench import interrupts, validity
 from inferlab_bench import metric_tags as tags
 from inferlab_bench.atomic import write_bytes_atomic
-from inferlab_bench.case import aiperf_config, integrity, metrics, prefix, probe, reset, slo
+from inferlab_bench.case import (
+    aiperf_config,
+    connections,
+    integrity,
+    llamacpp,
+    metrics,
+    prefix,
+    probe,
+    reset,
+    server_metrics,
+    slo,
+)
 from inferlab_bench.case.aiperf_log import failure_reason
 from inferlab_bench.case.engine import EngineOutcome, EngineRun, LoadEngine
 from inferlab_bench.case.local import LocalEngine
@@ -73,6 +84,8 @@ class CaseOptions:
     """``vllm|sglang|tokenspeed|none|METHOD:/path``; None = decide from the server."""
     echo: IO[str] | None = None
     """Where AIPerf's output is streamed (nowhere but its log when None)."""
+    connections: str | None = None
+    """``auto|pooled|close`` (``connections.OPTION_HELP``); None = decide from the server."""
 
 
 @dataclass
@@ -86,6 +99,8 @@ class _Case:
     artifacts: list[RawArtifact] = field(default_factory=list)
     command: list[str] = field(default_factory=list)
     exit_code: int | None = None
+    metrics_window: list[server_metrics.Scrape | None] = field(default_factory=list)
+    """The server's /metrics right before the load started and right after it ended."""
 
     @property
     def root(self) -> Path:
@@ -148,10 +163,14 @@ def _run(case: _Case) -> BenchClientResult:
     guard.doing = "asking the server"
     target = _reset_target(case)
     case.engine.check(request, target)
+    aiperf_env: dict[str, str] = {}
     if case.engine.reaches_server_from_here:
         probe.check_listening(
             request.endpoint.base_url, timeout=min(5.0, max(0.5, case.remaining()))
         )
+        aiperf_env = _choose_connections(case)
+    if target is not None and target.per_slot:
+        _check_llamacpp_prompt_cache(case, target)
     after_warmup = target is not None and request.case.warmup_request_count > 0
     config_path, config = _write_plan(case, reset_after_warmup=after_warmup)
     if target is not None and not after_warmup:
@@ -165,6 +184,7 @@ def _run(case: _Case) -> BenchClientResult:
         stop_at=time.monotonic() + case.remaining() - STOP_RESERVE_SECONDS,
         reset_after_warmup=target if after_warmup else None,
         echo=case.options.echo,
+        aiperf_env=aiperf_env,
     )
     guard.doing = "AIPerf was running"
     outcome = _run_engine(case, run)
@@ -249,14 +269,39 @@ def _reset_target(case: _Case) -> reset.ResetTarget | None:
     return target
 
 
+def _choose_connections(case: _Case) -> dict[str, str]:
+    """AIPerf's connection settings for this server, recorded as connections.json."""
+    choice = connections.choose(
+        case.request.endpoint.base_url,
+        case.options.connections,
+        timeout=min(5.0, max(0.5, case.remaining())),
+    )
+    case.write_json("connections.json", "config", choice.as_json())
+    return dict(choice.env)
+
+
+def _check_llamacpp_prompt_cache(case: _Case, target: reset.ResetTarget) -> None:
+    """A slot erase leaves llama.cpp's RAM prompt cache warm: refuse the case if it is on."""
+    request = case.request
+    found = llamacpp.probe_prompt_cache(
+        request.endpoint.base_url,
+        request.model.served_name,
+        request.endpoint.chat_completions_path,
+        target,
+        timeout=min(RESET_TIMEOUT_SECONDS, max(0.5, case.remaining())),
+    )
+    case.write_json("prompt-cache-probe.json", "reset_evidence", found.as_json())
+    llamacpp.refuse_if_on(found)
+
+
 def _reset_now(case: _Case, target: reset.ResetTarget) -> None:
-    """Reset every server the engine's load reaches; nothing runs between this and the first
-    profiling request (the case has no warmup)."""
+    """Reset every server the engine's load reaches (every slot of each, where the reset is
+    per slot); nothing runs between this and the first profiling request (no warmup)."""
+    timeout = min(RESET_TIMEOUT_SECONDS, max(0.5, case.remaining()))
     calls = [
-        reset.reset_prefix_cache(
-            url, target, timeout=min(RESET_TIMEOUT_SECONDS, max(0.5, case.remaining()))
-        )
+        call
         for url in case.engine.reset_urls(case.request)
+        for call in reset.reset_all(url, target, timeout=timeout)
     ]
     path = case.root / RESET_EVIDENCE_FILE
     reset.write_evidence(path, target, calls, when="before-run")
@@ -267,10 +312,18 @@ def _reset_now(case: _Case, target: reset.ResetTarget) -> None:
 
 def _run_engine(case: _Case, run: EngineRun) -> EngineOutcome:
     aiperf_dir(case.request).mkdir(parents=True, exist_ok=True)
+    scrape = case.engine.reaches_server_from_here
+    base_url = case.request.endpoint.base_url
+    if scrape:
+        case.metrics_window = [
+            server_metrics.scrape(base_url, timeout=min(5.0, max(0.5, case.remaining())))
+        ]
     try:
         outcome = case.engine.run(run)
     finally:
         _collect_outputs(case)
+    if scrape and outcome.stopped_by is None:
+        case.metrics_window.append(server_metrics.scrape(base_url, timeout=5.0))
     case.command, case.exit_code = outcome.command, outcome.exit_code
     for artifact in outcome.artifacts:
         case.add(artifact.name, artifact.kind, artifact.path)
@@ -301,7 +354,8 @@ def _exit_error(outcome: EngineOutcome) -> LoadGeneratorError:
 def _check_hook_reset(case: _Case, outcome: EngineOutcome) -> None:
     calls = reset.read_evidence(case.root / RESET_EVIDENCE_FILE)
     if calls:
-        reset.raise_unless_ok(calls[-1])
+        for call in calls:  # one per slot where the reset is per slot
+            reset.raise_unless_ok(call)
         return
     if outcome.exit_code != 0:
         raise _exit_error(outcome)  # AIPerf failed before warmup ended: say why
@@ -338,6 +392,8 @@ def _measure(case: _Case, outcome: EngineOutcome, *, reset_checked: bool) -> Ben
     population = _population_lines(request)
     bounds = _prefix_bounds(case, records, population) if reset_checked else None
     cold = _write_validity(case, records, population, bounds).cache.cold_start
+    if len(case.metrics_window) == 2:
+        _write_server_metrics(case, records)
     if cold is not None and not cold.cold:
         raise PrefixCacheResetError(
             f"the prefix cache was not cold after the reset: {cold.reason}",
@@ -439,6 +495,13 @@ def _write_validity(
     )
     case.write_json(VALIDITY_FILE, "validity", document.to_json_dict())
     return document
+
+
+def _write_server_metrics(case: _Case, records: CaseRecords) -> None:
+    """server-metrics.json: the server's counter deltas over the run beside our sums."""
+    before, after = case.metrics_window
+    document = server_metrics.comparison(before, after, server_metrics.our_totals(records))
+    case.write_json("server-metrics.json", "summary", document)
 
 
 def _expectations(path: Path, lines: list[dict[str, Any]]) -> validity.Expectations:

@@ -6,6 +6,7 @@ import argparse
 import functools
 import os
 
+from inferlab_bench.case import connections
 from inferlab_bench.case.reset import OPTION_HELP
 from inferlab_bench.case.stage import CaseOptions, run_case
 from inferlab_bench.cli.flags import bind, with_flags
@@ -31,7 +32,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help=f"how to reset the server's prefix cache when the request asks for it "
         f"(env {RESET_ENV_VAR}; default: decided from GET /v1/models where reliable)",
     )
+    add_connections_flag(parser)
     bind(parser, run)
+
+
+def add_connections_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--connections auto|pooled|close`` (env INFERLAB_CONNECTIONS), for case, run and sweep."""
+    parser.add_argument(
+        "--connections",
+        metavar=connections.OPTION_HELP,
+        default=os.environ.get(connections.ENV_VAR) or None,
+        help="AIPerf's HTTP connections: a keep-alive pool, or one connection per request "
+        "(close; for servers that drop pooled connections, e.g. llama.cpp). Default auto: "
+        f"decided from GET /v1/models (env {connections.ENV_VAR})",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,7 +53,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(flags: CaseCommandFlags) -> int:
-    options = CaseOptions(prefix_cache_reset=flags.prefix_cache_reset)
+    options = CaseOptions(
+        prefix_cache_reset=flags.prefix_cache_reset, connections=flags.connections
+    )
     return run_json_command(
         input_path=flags.input,
         output_path=flags.output,

@@ -14,7 +14,7 @@ from typing import IO
 
 from inferlab_bench.case.reset import OPTION_HELP
 from inferlab_bench.case.stage import CaseOptions
-from inferlab_bench.cli.case import RESET_ENV_VAR
+from inferlab_bench.cli.case import RESET_ENV_VAR, add_connections_flag
 from inferlab_bench.errors import ConfigurationError
 from inferlab_bench.protocol import (
     BenchDatasetPreparationRequest,
@@ -65,6 +65,7 @@ def add_case_flags(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get(RESET_ENV_VAR) or None,
         help="reset the server's prefix cache before profiling (framework or METHOD:/path)",
     )
+    add_connections_flag(run)
     run.add_argument("--budget", help="hard deadline per case, seconds (default 3600)")
     run.add_argument("--trials", help="repeat each case N times (confidence intervals)")
     run.add_argument("--strict", action="store_true", help="fail when a validity verdict fails")
@@ -89,6 +90,7 @@ def case_options(args: argparse.Namespace) -> CaseOptions:
     return CaseOptions(
         prefix_cache_reset=None if reset in (None, "none") else reset,
         echo=aiperf_echo(args.verbose),
+        connections=args.connections,
     )
 
 

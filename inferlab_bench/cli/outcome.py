@@ -76,6 +76,8 @@ def validity_lines(case: SavedCase, *, detailed: bool = False) -> list[str]:
         return summary_lines(parsed)
     verdicts = ", ".join(f"{k}={v}" for k, v in doc.get("verdicts", {}).items())
     line = f"{case.label}: validity {doc.get('verdict')} ({verdicts})"
+    if parsed is not None and parsed.failures is not None and parsed.failures.failed:
+        line += f"; {parsed.failures.in_words()}"
     if checks := _failed_checks(parsed):
         line += "; failed: " + ", ".join(checks)
     return [line]

@@ -16,6 +16,8 @@ import orjson
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationError
 from pydantic_core import PydanticCustomError
 
+from inferlab_bench.case.connections import OPTION_HELP as CONNECTIONS_HELP
+from inferlab_bench.case.connections import parse_option as parse_connections_option
 from inferlab_bench.case.reset import OPTION_HELP, parse_reset_option
 from inferlab_bench.errors import ConfigurationError
 from inferlab_bench.protocol import SETTING_VALUE_ADAPTER
@@ -140,6 +142,14 @@ def _reset(text: str) -> str:
     return text
 
 
+def _connections(text: str) -> str:
+    try:
+        parse_connections_option(text)
+    except ConfigurationError as exc:
+        raise refuse(f"expected {CONNECTIONS_HELP}") from exc
+    return text
+
+
 def _dataset(text: str) -> str:
     if text != "sharegpt":
         _existing_file(Path(text))
@@ -172,6 +182,9 @@ AnyPath = Annotated[Path, Kind("path"), BeforeValidator(_text)]
 Url = Annotated[str, Kind("url"), BeforeValidator(_text), AfterValidator(_url)]
 JsonObject = Annotated[dict[str, Any], Kind("json_object"), BeforeValidator(_json_object)]
 ResetOption = Annotated[str, Kind("reset"), BeforeValidator(_text), AfterValidator(_reset)]
+ConnectionsOption = Annotated[
+    str, Kind("connections"), BeforeValidator(_text), AfterValidator(_connections)
+]
 DatasetName = Annotated[str, Kind("dataset"), BeforeValidator(_text), AfterValidator(_dataset)]
 
 Count = Annotated[int, Field(ge=1, le=U32_MAX)]

@@ -15,6 +15,7 @@ from pydantic.fields import FieldInfo
 from inferlab_bench.runs.flagvalues import (
     AnyPath,
     Budget,
+    ConnectionsOption,
     Count,
     CountList,
     DatasetName,
@@ -122,6 +123,7 @@ class CaseFlags(FlagModel):
     slo_latency_ms: Positive | None = None
     slo_min_ratio: Ratio = 0.9
     reset_prefix_cache: ResetOption | None = None
+    connections: ConnectionsOption | None = None
     budget: Budget = 3600.0
     trials: Trials = 1
     strict: bool = False
@@ -235,6 +237,7 @@ class CaseCommandFlags(FlagModel):
     input: AnyPath
     output: AnyPath
     prefix_cache_reset: ResetOption | None = None
+    connections: ConnectionsOption | None = None
 
 
 class DatasetFlags(FlagModel):

@@ -17,6 +17,7 @@ from inferlab_bench import metric_tags as tags
 from inferlab_bench.errors import PopulationError
 from inferlab_bench.protocol import BenchLoadInput
 from inferlab_bench.validity.assess import DEFAULT_TOLERANCES, CaseFacts, Tolerances, assess
+from inferlab_bench.validity.failures import ErrorClass, classify
 from inferlab_bench.validity.inputs import Expectations, FloatArray, Int64Array, PhaseRecords
 from inferlab_bench.validity.report import ValidityDocument
 
@@ -44,6 +45,15 @@ class RecordColumns(Protocol):
 
     @property
     def has_error(self) -> npt.NDArray[Any]: ...
+
+    @property
+    def error_message(self) -> Sequence[str | None]: ...
+
+    @property
+    def error_code(self) -> npt.NDArray[Any] | None: ...
+
+    @property
+    def error_type(self) -> Sequence[str | None] | None: ...
 
     def __len__(self) -> int: ...
 
@@ -79,7 +89,27 @@ def phase_records(columns: RecordColumns) -> PhaseRecords:
         good=None if np.isnan(good).all() else good == 1,
         client_send_ms=_client_send(columns),
         ttft_ms=_floats(columns, tags.TTFT),
+        error_class=_error_classes(columns),
+        error_message=tuple(columns.error_message),
     )
+
+
+def _error_classes(columns: RecordColumns) -> tuple[str | None, ...]:
+    """Per record: None when it succeeded, else its ``failures.ErrorClass`` value."""
+    n = len(columns)
+    codes = columns.error_code if columns.error_code is not None else np.full(n, -1)
+    types = columns.error_type if columns.error_type is not None else [None] * n
+    has_error = np.asarray(columns.has_error, dtype=bool)
+    cancelled = np.asarray(columns.was_cancelled, dtype=bool)
+    classes: list[str | None] = []
+    for i in range(n):
+        if has_error[i]:
+            code = int(codes[i])
+            found = classify(None if code < 0 else code, types[i], columns.error_message[i])
+            classes.append(found.value)
+        else:
+            classes.append(ErrorClass.CANCELLED.value if cancelled[i] else None)
+    return tuple(classes)
 
 
 def _client_send(columns: RecordColumns) -> FloatArray | None:

@@ -9,6 +9,7 @@ from inferlab_bench.protocol import BenchLoadInput
 from inferlab_bench.validity.cache import ColdStart, assess_cache, cold_start
 from inferlab_bench.validity.digests import sequence_digest
 from inferlab_bench.validity.dispatch import DispatchTolerances, assess_dispatch
+from inferlab_bench.validity.failures import assess_failures
 from inferlab_bench.validity.goodput import token_goodput
 from inferlab_bench.validity.inputs import Expectations, PhaseRecords
 from inferlab_bench.validity.report import ValidityDocument, build_document
@@ -24,7 +25,7 @@ class Tolerances:
     """Every tolerance in one place, so a caller can loosen them for a noisy machine."""
 
     dispatch: DispatchTolerances = DispatchTolerances()
-    prompt_tokens: TokenTolerance = TokenTolerance()
+    prompt_tokens: TokenTolerance = TokenTolerance(rel=0.0)
     output_tokens: TokenTolerance = TokenTolerance(rel=0.0)
 
 
@@ -65,6 +66,7 @@ def assess(
         ),
         cache=assess_cache(profiling, warmup, facts.reset_requested, _cold_start(profiling, facts)),
         goodput=token_goodput(profiling),
+        failures=assess_failures(profiling),
         population_sha256=facts.population_sha256,
         sequences=sequences,
     )

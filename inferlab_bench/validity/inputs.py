@@ -36,6 +36,10 @@ class PhaseRecords:
     """Per request, ms the client spent after request start before the request was sent
     (waiting for a connection, connecting, writing); None when AIPerf did not trace it."""
     ttft_ms: FloatArray | None = None
+    error_class: tuple[str | None, ...] | None = None
+    """Per request, the class of its failure (``failures.ErrorClass`` values; None where it
+    succeeded); None when the records carry no error details."""
+    error_message: tuple[str | None, ...] | None = None
 
     def __post_init__(self) -> None:
         n = len(self.session_ids)
@@ -50,6 +54,8 @@ class PhaseRecords:
             "good",
             "client_send_ms",
             "ttft_ms",
+            "error_class",
+            "error_message",
         ):
             column = getattr(self, name)
             if column is not None and len(column) != n:

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from inferlab_bench.validity.cache import CacheColdness
 from inferlab_bench.validity.digests import SequenceDigest
 from inferlab_bench.validity.dispatch import DispatchFidelity
+from inferlab_bench.validity.failures import FailedRequests
 from inferlab_bench.validity.goodput import TokenGoodput
 from inferlab_bench.validity.tokens import TokenReconciliation
 from inferlab_bench.validity.trials import MetricSummary, NoiseComparison
@@ -32,6 +33,8 @@ class ValidityDocument(Figures):
     population_sha256: str | None
     sequences: tuple[SequenceDigest, ...]
     trials: tuple[MetricSummary, ...] = ()
+    failures: FailedRequests | None = None
+    """The verdict ``requests_succeeded`` (None only in documents written before it)."""
 
     def to_json_dict(self) -> dict[str, Any]:
         """The document as plain JSON values (enums as their strings)."""
@@ -48,6 +51,7 @@ class ValidityDocument(Figures):
             self.prompt_tokens.check,
             self.output_tokens.check,
             *self.cache.checks,
+            *((self.failures.check,) if self.failures is not None else ()),
         )
         return [c for c in checks if c.verdict is Verdict.FAIL]
 
@@ -61,9 +65,13 @@ def build_document(
     population_sha256: str | None,
     sequences: Sequence[SequenceDigest],
     trials: Sequence[MetricSummary] = (),
+    failures: FailedRequests | None = None,
 ) -> ValidityDocument:
-    """Assemble the document; ``verdict`` combines the four named verdicts."""
-    verdicts = {
+    """Assemble the document; ``verdict`` combines the named verdicts."""
+    verdicts: dict[str, Verdict] = {}
+    if failures is not None:
+        verdicts["requests_succeeded"] = failures.verdict
+    verdicts |= {
         "load_generator_kept_up": dispatch.load_generator_kept_up,
         "prompt_tokens_reconciled": prompt_tokens.verdict,
         "output_lengths_honored": output_tokens.verdict,
@@ -80,13 +88,18 @@ def build_document(
         population_sha256=population_sha256,
         sequences=tuple(sequences),
         trials=tuple(trials),
+        failures=failures,
     )
 
 
 def summary_lines(doc: ValidityDocument) -> list[str]:
     """A few human lines: each verdict with its key figures, goodput, digests, trials."""
-    lines = [
-        f"validity: {doc.verdict.value}",
+    lines = [f"validity: {doc.verdict.value}{_failures_headline(doc.failures)}"]
+    if doc.failures is not None:
+        lines.append(
+            f"  requests succeeded: {doc.failures.verdict.value} ({_failure_figures(doc.failures)})"
+        )
+    lines += [
         f"  load generator kept up: {doc.verdicts['load_generator_kept_up'].value} "
         f"({_dispatch_figures(doc.dispatch)})",
         f"  prompt tokens reconciled: {doc.prompt_tokens.verdict.value} "
@@ -112,6 +125,18 @@ def failed_check_text(check: Check) -> str:
     return " ".join(parts)
 
 
+def _failures_headline(failures: FailedRequests | None) -> str:
+    """`` (6 of 24 requests failed: transport 6)`` when any failed, so the first line says it."""
+    if failures is None or not failures.failed:
+        return ""
+    return f" ({failures.in_words()})"
+
+
+def _failure_figures(f: FailedRequests) -> str:
+    examples = "; ".join(f"{c.error_class.value}: {c.example}" for c in f.classes)
+    return f.in_words() + (f"; first of each: {examples}" if examples else "")
+
+
 def _dispatch_figures(d: DispatchFidelity) -> str:
     parts = []
     if d.target_rate is not None:
@@ -134,6 +159,11 @@ def _dispatch_figures(d: DispatchFidelity) -> str:
 def _token_figures(t: TokenReconciliation) -> str:
     if t.difference is None:
         return t.check.detail
+    if t.constant_offset is not None:
+        return (
+            f"constant offset {t.constant_offset:+d} tokens on all {t.compared} requests: "
+            "the server adds something to every prompt (a BOS token, a default system prompt)"
+        )
     return (
         f"{t.mismatched}/{t.compared} off, {t.shorter} short, {t.longer} long; "
         f"difference p50 {t.difference.p50:+g}, min {t.difference.minimum:+g}, "

@@ -2,9 +2,11 @@
 
 Only succeeded requests are compared. A request matches when its difference is within
 ``abs_tokens + rel * expected``; the verdict holds when the share of mismatching requests
-is at most ``max_mismatch_fraction``. The defaults ask for exact agreement up to 1% of
-the expected count, because both sides render the same chat template with the same
-tokenizer: any systematic drift means a wrong tokenizer or template on one side.
+is at most ``max_mismatch_fraction``. Prompt tokens must agree exactly by default, because
+both sides render the same chat template with the same tokenizer: any drift means a wrong
+tokenizer or template on one side. A difference that is the same on every request (a BOS
+token, a default system prompt the server adds) is named as a constant offset, whatever
+the prompt lengths: a relative allowance would hide it behind long prompts.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ class TokenReconciliation(Figures):
     difference: Distribution | None
     relative_difference: Distribution | None
     check: Check
+    constant_offset: int | None = None
+    """The difference when every compared request is off by the same non-zero count."""
 
 
 def within(reported: FloatArray, expected: FloatArray, tol: TokenTolerance) -> BoolArray:
@@ -58,7 +62,8 @@ def reconcile(
     diff = reported[both] - expected[both]
     bad = ~within(reported[both], expected[both], tol)
     fraction = float(bad.mean()) if both.any() else None
-    check = _check(name, fraction, tol, int(both.sum()))
+    offset = constant_offset(diff)
+    check = _check(name, fraction, tol, int(both.sum()), offset)
     with np.errstate(divide="ignore", invalid="ignore"):
         relative = diff / expected[both]
     return TokenReconciliation(
@@ -72,23 +77,40 @@ def reconcile(
         difference=describe(diff),
         relative_difference=describe(relative),
         check=check,
+        constant_offset=offset,
     )
 
 
-def _check(name: str, fraction: float | None, tol: TokenTolerance, compared: int) -> Check:
+def constant_offset(difference: FloatArray) -> int | None:
+    """The one non-zero difference every request shares (None when they differ, or agree)."""
+    if difference.size == 0 or not np.all(difference == difference[0]) or difference[0] == 0:
+        return None
+    return int(difference[0])
+
+
+def _check(
+    name: str, fraction: float | None, tol: TokenTolerance, compared: int, offset: int | None
+) -> Check:
     if fraction is None:
         return unknown(name, "no request has both an expected and a reported count")
     detail = (
         f"share of {compared} requests off by more than "
         f"{tol.abs_tokens:g} + {tol.rel:g} * expected tokens"
     )
+    if offset is not None:
+        detail = (
+            f"constant offset: the server counts {offset:+d} tokens on every one of "
+            f"{compared} requests (a BOS token or a default system prompt it adds?); " + detail
+        )
+        # An offset on every request is systematic however small against long prompts.
+        return at_most(name, 1.0, tol.max_mismatch_fraction, detail)
     return at_most(name, fraction, tol.max_mismatch_fraction, detail)
 
 
 def reconcile_prompt_tokens(
     records: PhaseRecords,
     expected_input: Mapping[str, int] | None,
-    tol: TokenTolerance = TokenTolerance(),
+    tol: TokenTolerance = TokenTolerance(rel=0.0),
 ) -> TokenReconciliation:
     """Server ``usage.prompt_tokens`` vs the population's rendered input tokens."""
     return _reconcile_column(

@@ -37,6 +37,7 @@ def test_a_healthy_case_passes_every_verdict() -> None:
     doc = assess(closed_loop(4, 40, latency_ms=100, gap_ms=1), None, facts())
     assert doc.verdict is Verdict.PASS, doc.verdicts
     assert set(doc.verdicts) == {
+        "requests_succeeded",
         "load_generator_kept_up",
         "prompt_tokens_reconciled",
         "output_lengths_honored",

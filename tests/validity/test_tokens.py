@@ -34,10 +34,34 @@ def test_prompt_tokens_off_by_plus_eight_fail() -> None:
     assert result.difference is not None and result.difference.p50 == 8.0
 
 
-def test_a_drift_within_one_percent_passes() -> None:
-    big = {sid: 1000 for sid in ids(N)}
-    assert reconcile_prompt_tokens(records(STARTS, prompt=1009.0), big).verdict is Verdict.PASS
-    assert reconcile_prompt_tokens(records(STARTS, prompt=1011.0), big).verdict is Verdict.FAIL
+def test_prompt_tokens_must_agree_exactly() -> None:
+    reported = np.array(list(PROMPTS.values()), dtype=float)
+    reported[3] += 1
+    result = reconcile_prompt_tokens(records(STARTS, prompt=reported), PROMPTS)
+    assert result.verdict is Verdict.FAIL
+    assert (result.mismatched, result.constant_offset) == (1, None)
+
+
+def test_a_constant_offset_is_named_whatever_the_prompt_lengths() -> None:
+    """A BOS on every request: +1 on 1000-token prompts is 0.1%, and still a failure."""
+    long = {sid: 1000 + i for i, sid in enumerate(ids(N))}
+    reported = np.array(list(long.values()), dtype=float) + 1
+    loose = TokenTolerance(rel=0.01)
+    for tol in (TokenTolerance(rel=0.0), loose):
+        result = reconcile_prompt_tokens(records(STARTS, prompt=reported), long, tol)
+        assert result.verdict is Verdict.FAIL
+        assert result.constant_offset == 1
+        assert "constant offset" in result.check.detail
+        assert "+1 tokens on every one of 20 requests" in result.check.detail
+
+
+def test_a_drift_within_an_explicit_tolerance_passes() -> None:
+    big = {sid: 1000 + i for i, sid in enumerate(ids(N))}
+    reported = np.array(list(big.values()), dtype=float)
+    reported[::2] += 9
+    loose = TokenTolerance(rel=0.01)
+    result = reconcile_prompt_tokens(records(STARTS, prompt=reported), big, loose)
+    assert result.verdict is Verdict.PASS and result.constant_offset is None
 
 
 def test_a_mismatch_share_can_be_tolerated() -> None:

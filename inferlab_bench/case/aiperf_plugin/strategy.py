@@ -8,7 +8,7 @@ from aiperf.common.enums import CreditPhase
 from aiperf.timing.strategies.request_rate import RequestRateStrategy
 
 from inferlab_bench.case.aiperf_plugin.hook import ENV_VAR, HookSettings
-from inferlab_bench.case.reset import raise_unless_ok, reset_prefix_cache_async, write_evidence
+from inferlab_bench.case.reset import raise_unless_ok, reset_all_async, write_evidence
 
 
 class ResetAfterWarmupStrategy(RequestRateStrategy):  # type: ignore[misc]
@@ -24,7 +24,8 @@ class ResetAfterWarmupStrategy(RequestRateStrategy):  # type: ignore[misc]
         if self._config.phase != CreditPhase.PROFILING:
             return
         settings = HookSettings.from_env(os.environ[ENV_VAR])
-        call = await reset_prefix_cache_async(settings.base_url, settings.target, settings.timeout)
-        write_evidence(settings.evidence_path, settings.target, [call], when="after-warmup")
-        self.notice(f"inferlab: prefix-cache reset {call.method} {call.url} -> {call.status}")
-        raise_unless_ok(call)
+        calls = await reset_all_async(settings.base_url, settings.target, settings.timeout)
+        write_evidence(settings.evidence_path, settings.target, calls, when="after-warmup")
+        for call in calls:
+            self.notice(f"inferlab: prefix-cache reset {call.method} {call.url} -> {call.status}")
+            raise_unless_ok(call)
