@@ -16,6 +16,7 @@ defaults.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 import time
@@ -107,7 +108,16 @@ _active: list[Guard] = []
 """The guards in force, innermost last: a signal stops the innermost one."""
 
 
+_owner: list[int] = []
+"""The pid that installed the handlers: a forked child (a pool worker) inherits them, but
+the stage is not its to stop, so there the signal gets its default action."""
+
+
 def _on_signal(signum: int, frame: FrameType | None) -> None:
+    if _owner and os.getpid() != _owner[0]:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
     if _active:
         _active[-1]._fire(signal.Signals(signum).name)
 
@@ -134,6 +144,7 @@ def guard(
         return
     previous: dict[int, Any] = {}
     if not _active:
+        _owner[:] = [os.getpid()]
         for signum in _SIGNALS:
             previous[signum] = signal.signal(signum, _on_signal)
         previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, _on_alarm)

@@ -64,3 +64,17 @@ def test_guards_nest_and_restore_the_handlers() -> None:
         assert outer.reason is None  # the inner deadline stopped only the inner guard
         assert signal.getitimer(signal.ITIMER_REAL)[0] == 0.0
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_forked_child_gets_the_default_action_not_the_stages_error() -> None:
+    # A pool worker forked inside a stage inherits the handlers; Pool.terminate's SIGTERM
+    # must end it, not raise the stage's error inside it (which hung the pool's teardown).
+    with interrupts.guard("preparation"):
+        pid = os.fork()
+        if pid == 0:  # the child waits to be terminated
+            time.sleep(30)
+            os._exit(0)
+        time.sleep(0.2)
+        os.kill(pid, signal.SIGTERM)
+        _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
