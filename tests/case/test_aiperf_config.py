@@ -86,6 +86,17 @@ def test_load_shapes_map_to_aiperf_phases(tmp_path: Path) -> None:
     assert phases["unbounded"] == {"type": "concurrency", "concurrency": 5, "requests": 5}
 
 
+def test_a_concurrency_above_the_request_count_is_capped_there(tmp_path: Path) -> None:
+    # AIPerf 0.13 given concurrency 4294967295 for 4 requests stalled until the budget ran
+    # out, and the error named the budget; no more than 4 can ever be in flight.
+    huge = {"kind": "concurrency_limited", "concurrency": 2**32 - 1}
+    config = plan(tmp_path, population=POPULATION, load_shape=huge, request_count=4, warmup=2)
+    benchmark = config["benchmark"]
+    assert benchmark["profiling"] == {"type": "concurrency", "concurrency": 4, "requests": 4}
+    assert benchmark["warmup"] == {"type": "concurrency", "concurrency": 2, "requests": 2}
+    _validator().validate(config)
+
+
 def test_dataset_endpoint_and_warmup(tmp_path: Path) -> None:
     config = plan(tmp_path, population=POPULATION, request_count=4, warmup=3)["benchmark"]
     assert config["dataset"] == {
