@@ -1,7 +1,18 @@
-"""Lower bounds on a segment's token count, proved from the tokenizer's structure alone.
+"""Bounds on a segment's token count, proved from the tokenizer's structure alone.
 
 A segment is text between added tokens, which the tokenizer normalizes, pre-tokenizes and
-models on its own. For byte-level BPE (no dropout, no unknown bytes) two bounds hold:
+models on its own. For byte-level BPE (no dropout, no unknown bytes) these bounds hold.
+
+Upper bound, **bytes**: ByteLevel writes each byte of the normalized segment as one
+character, and BPE starts from one symbol per character; every merge joins two adjacent
+symbols into one, and nothing else changes the number of symbols. So a segment has at most
+as many tokens as its normalized UTF-8 bytes, plus one when ByteLevel adds a prefix space
+(``add_prefix_space``). A rendered input has at most #added tokens + the sum of this bound
+over its segments (see ``ChatTokenizer.split_segments``), so an input under the limit by
+this count fits without being encoded.
+
+Lower bounds, for a segment that is not empty: at least **one** token (every symbol of a
+non-empty word is a token, and Unicode normalization never empties a non-empty text) and:
 
 - **bytes**: every token covers a whole number of the segment's normalized bytes, so
   there are at least ``bytes / L`` tokens, L being the longest vocabulary entry in bytes.
@@ -22,7 +33,9 @@ two raw runs stay apart (``tests/prepare/test_bounds.py`` checks this against th
 database). Everything else that changes maps non-ASCII to something, which only splits
 runs further.
 
-A bound decides "too long" without encoding; it never yields a count.
+A bound decides "fits", "too long" or "at least two tokens" without encoding; it never
+yields a count. A tokenizer that is not byte-level BPE as described gets no bounds at all
+(``SegmentBound.for_backend`` returns None) and is counted exactly.
 """
 
 from __future__ import annotations
@@ -53,6 +66,10 @@ _PATTERNS = {_QWEN2: "each", _LLAMA3: "runs"}
 digit ("each") or at least one per run of digits ("runs"). ByteLevel's own GPT-2 pattern
 (``use_regex``: `` ?\\p{L}+| ?\\p{N}+ | ...``) is "runs"."""
 
+_SPLITTING_STEPS = {"Split", "Digits"}
+"""Pre-tokenizer steps that cut text into pieces without rewriting or dropping any of it
+(a ``Removed`` split drops text: see ``_only_splits``)."""
+
 _ASCII_LETTER = np.zeros(256, dtype=bool)
 _ASCII_LETTER[np.r_[65:91, 97:123]] = True
 _ASCII_DIGIT = np.zeros(256, dtype=bool)
@@ -68,6 +85,7 @@ class SegmentBound:
     longest: int
     normalizer: Any
     digits: str | None  # "each", "runs", or None when the pre-token bound does not apply
+    prefix_space: bool = False  # ByteLevel may add one space (one byte) per segment
 
     @classmethod
     def for_backend(cls, backend: Any, added: list[str]) -> SegmentBound | None:
@@ -84,7 +102,19 @@ class SegmentBound:
         if not all(char in vocab for char in _byte_chars()):
             return None  # a byte with no token of its own could vanish: no bound holds
         longest = max([len(k) for k in vocab] + [len(s.encode()) for s in added])
-        return cls(longest, normalizer, None if digits == "unknown" else digits)
+        return cls(
+            longest, normalizer, None if digits == "unknown" else digits, _prefix_space(backend)
+        )
+
+    def at_most(self, segment: str) -> int:
+        """Never below the segment's count: its normalized bytes (+1 for a prefix space)."""
+        return len(self._normalized(segment)) + int(self.prefix_space)
+
+    def at_least(self, segment: str) -> int:
+        """Never above the segment's count, however small (1 for any non-empty segment)."""
+        if not segment:
+            return 0
+        return max(1, self.of(segment, 0))
 
     def of(self, segment: str, room: int) -> int:
         """Never above the segment's count; 0 when even the best case could not exceed
@@ -135,9 +165,25 @@ def _byte_chars() -> list[str]:
     return [chr(b) if b in printable else chr(next(shifted)) for b in range(256)]
 
 
+def _prefix_space(backend: Any) -> bool:
+    """Whether any ByteLevel step of the pre-tokenizer adds a prefix space (unreadable
+    specs count as yes: the upper bound then only gets one looser)."""
+    try:
+        spec = json.loads(backend.to_str()).get("pre_tokenizer") or {}
+    except (ValueError, AttributeError):
+        return True
+    steps = spec.get("pretokenizers") if spec.get("type") == "Sequence" else [spec]
+    return any(step.get("add_prefix_space", False) for step in steps or [])
+
+
+def _only_splits(step: dict[str, Any]) -> bool:
+    return step.get("type") in _SPLITTING_STEPS and step.get("behavior") != "Removed"
+
+
 def _digit_rule(backend: Any) -> str | None:
     """ "each"/"runs" for a pre-tokenizer whose splitting we know; "unknown" for other
-    byte-level ones; None for anything else."""
+    byte-level ones that only split text before writing its bytes; None for anything else
+    (a step that may rewrite text, such as Metaspace, voids every bound here)."""
     try:
         spec = json.loads(backend.to_str()).get("pre_tokenizer") or {}
     except (ValueError, AttributeError):
@@ -145,8 +191,12 @@ def _digit_rule(backend: Any) -> str | None:
     if spec.get("type") == "ByteLevel":
         return "runs" if spec.get("use_regex") else "unknown"
     steps = spec.get("pretokenizers") if spec.get("type") == "Sequence" else None
-    if not steps or len(steps) != 2 or steps[1].get("type") != "ByteLevel":
-        return "unknown" if "ByteLevel" in json.dumps(spec) else None
+    if not steps or steps[-1].get("type") != "ByteLevel":
+        return None
+    if any(not _only_splits(step) for step in steps[:-1]):
+        return None
+    if len(steps) != 2:
+        return "unknown"
     split, level = steps
     known = (
         split.get("type") == "Split"

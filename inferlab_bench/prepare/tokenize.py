@@ -96,6 +96,23 @@ class ChatTokenizer:
             return [len(encoding) for encoding in self._encode(list(texts), False)]
         return [len(self._tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
 
+    def upper_bound(self, segment: str) -> int | None:
+        """A number never below the segment's count; None when no bound is proved."""
+        self.ready()
+        return None if self._bound is None else self._bound.at_most(segment)
+
+    def target_at_least(self, text: str) -> int:
+        """A number never above ``text``'s count (encoded without special tokens); 0 when
+        no bound is proved. Each added token is one token, each other segment at least one
+        (``bounds``), so most targets are proved to have two without being encoded."""
+        self.ready()
+        split = self.split_segments(text)
+        if self._bound is None or split is None:
+            return 0
+        segments, added = split
+        bound = self._bound
+        return added + sum(bound.at_least(segment) for segment in segments)
+
     def lower_bound(self, segment: str, room: int) -> int:
         """A number never above the segment's count; 0 when no bound is provable or when
         the bound could not exceed ``room`` anyway (then it is not worth computing)."""
@@ -217,6 +234,8 @@ class PrefixCounter:
     repeat across the candidate inputs of one conversation and are counted once. A
     candidate that looks too long is first checked with lower bounds (``bounds``): known
     counts plus the bounds of the rest already past the limit means it is never tokenized.
+    One that looks short is checked with upper bounds: known counts plus the bounds of the
+    rest within the limit means it fits, and it is not counted (None) until it is chosen.
     Otherwise unknown segments are encoded in one batch per step, as many as are likely to
     fit the room left (a guess from the tokens per character seen so far; it only decides
     the batch size, never a count), so a long tail past the limit is rarely tokenized.
@@ -228,7 +247,7 @@ class PrefixCounter:
         self._counts: dict[str, int] = {}
         self._bounds: dict[str, int] = {}
 
-    def __call__(self, messages: list[dict[str, str]], limit: int) -> int:
+    def __call__(self, messages: list[dict[str, str]], limit: int) -> int | None:
         text = self._tok.render(messages)
         split = self._tok.split_segments(text)
         if split is None:
@@ -239,6 +258,8 @@ class PrefixCounter:
             bounded = total + sum(self._at_least(segment, 0) for segment in segments)
             if bounded > limit:
                 return bounded  # provably too long: never tokenized
+        elif self._fits(segments, total, limit):
+            return None  # provably fits: counted only if chosen
         for position, segment in enumerate(segments):
             if total > limit:
                 return total
@@ -259,6 +280,19 @@ class PrefixCounter:
             known = self._counts.get(segment)
             total += known if known is not None else int(len(segment) * ratio)
         return total > limit
+
+    def _fits(self, segments: list[str], total: int, limit: int) -> bool:
+        """Known counts plus upper bounds of the rest within ``limit`` (False if unproved)."""
+        for segment in segments:
+            known = self._counts.get(segment)
+            if known is None:
+                known = self._tok.upper_bound(segment)
+                if known is None:
+                    return False
+            total += known
+            if total > limit:
+                return False
+        return True
 
     def _at_least(self, segment: str, room: int) -> int:
         """The exact count if known, else a lower bound (0 if not worth computing)."""
