@@ -239,6 +239,7 @@ def _manifest(
         "source_path": str(acquired.path),
         "source_sha256": acquired.sha256,
         "source_origin": acquired.origin,
+        "source_digest": acquired.digest_source,
         "source_format_read": source_format,
         "tokenizer_locator": request.model.locator,
         "tokenizer_fingerprint": tokenizer_id,
