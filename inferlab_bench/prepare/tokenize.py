@@ -93,7 +93,9 @@ class ChatTokenizer:
         if not texts:
             return []
         if self._encode is not None:
-            return [len(encoding) for encoding in self._encode(list(texts), False)]
+            return [
+                len(encoding) for encoding in self._encode(list(texts), add_special_tokens=False)
+            ]
         return [len(self._tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
 
     def upper_bound(self, segment: str) -> int | None:
@@ -282,17 +284,20 @@ class PrefixCounter:
         return total > limit
 
     def _fits(self, segments: list[str], total: int, limit: int) -> bool:
-        """Known counts plus upper bounds of the rest within ``limit`` (False if unproved)."""
+        """Known counts plus upper bounds of the rest within ``limit`` (False if unproved,
+        and False when every count is known: then the exact sum is at hand)."""
+        bounded = False
         for segment in segments:
             known = self._counts.get(segment)
             if known is None:
                 known = self._tok.upper_bound(segment)
                 if known is None:
                     return False
+                bounded = True
             total += known
             if total > limit:
                 return False
-        return True
+        return bounded
 
     def _at_least(self, segment: str, room: int) -> int:
         """The exact count if known, else a lower bound (0 if not worth computing)."""
