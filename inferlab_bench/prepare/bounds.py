@@ -17,7 +17,7 @@ non-empty word is a token, and Unicode normalization never empties a non-empty t
 - **bytes**: every token covers a whole number of the segment's normalized bytes, so
   there are at least ``bytes / L`` tokens, L being the longest vocabulary entry in bytes.
 - **pre-tokens**: every pre-token gives at least one token. For the GPT-2, Llama 3 and
-  Qwen2 split patterns (matched exactly, see ``_PATTERNS``) no pre-token holds letters of
+  Qwen2 split patterns (matched exactly, see ``PATTERNS``) no pre-token holds letters of
   two letter runs, or a letter and a digit. So a segment has at least as many tokens as it
   has runs of ASCII letters (joined through any non-ASCII character, which might be a
   letter) plus, for Qwen2, its ASCII digits (each its own pre-token) or, for the others,
@@ -61,7 +61,7 @@ _LLAMA3 = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
     r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
-_PATTERNS = {_QWEN2: "each", _LLAMA3: "runs"}
+PATTERNS = {_QWEN2: "each", _LLAMA3: "runs"}
 """Split patterns we have read through, and how their digits split: one pre-token per
 digit ("each") or at least one per run of digits ("runs"). ByteLevel's own GPT-2 pattern
 (``use_regex``: `` ?\\p{L}+| ?\\p{N}+ | ...``) is "runs"."""
@@ -99,7 +99,7 @@ class SegmentBound:
         if normalizer is not None and type(normalizer).__name__ not in _UNICODE_FORMS:
             return None
         vocab = backend.get_vocab()
-        if not all(char in vocab for char in _byte_chars()):
+        if not all(char in vocab for char in byte_chars()):
             return None  # a byte with no token of its own could vanish: no bound holds
         longest = max([len(k) for k in vocab] + [len(s.encode()) for s in added])
         return cls(
@@ -157,7 +157,7 @@ def _runs_containing(core: npt.NDArray[np.bool_], joiner: npt.NDArray[np.bool_])
     return 1 + int(np.count_nonzero(np.diff(run_of_core)))
 
 
-def _byte_chars() -> list[str]:
+def byte_chars() -> list[str]:
     """The 256 characters ByteLevel writes bytes as (printable bytes as themselves, the
     others shifted past U+0100, in byte order)."""
     printable = [*range(33, 127), *range(161, 173), *range(174, 256)]
@@ -205,4 +205,4 @@ def _digit_rule(backend: Any) -> str | None:
         and not level.get("use_regex")
     )
     pattern = str((split.get("pattern") or {}).get("Regex"))
-    return _PATTERNS.get(pattern, "unknown") if known else "unknown"
+    return PATTERNS.get(pattern, "unknown") if known else "unknown"
