@@ -4,13 +4,15 @@
 
 ``PATH`` is a real ShareGPT file (``../shared/tools/real-sharegpt`` writes the 17,671 real
 conversations; ``scripts/repeat_sharegpt.py`` repeats them into a 94k file). One run times,
-each as its own process started from the command line and with empty caches where it says
-cold: the reference runner (InferLab bench runner 0.5.0, protocol 6, built by
-``../shared/tools/il05-venv`` and driven through its JSON ``--prepare`` request), our
-``inferlab-bench prepare`` cold (empty token-table cache), warm (same request again) and warm
-with another seed. It prints wall seconds and peak RSS of each (the process, and its largest
-child: our tokenizing workers are forked children), checks that the reference, cold and warm
-populations are byte-identical, and prints the ratios. The same v6 request goes to both.
+each as its own process with empty caches where it says cold: the reference runner
+(InferLab bench runner 0.5.0, protocol 6, built by ``../shared/tools/il05-venv`` and driven
+through its JSON ``--prepare`` request), then ours cold (empty token-table cache), warm
+(same request again) and warm with another seed. Ours runs as the stage alone in a fresh
+Python (``--entry stage``, the default) or through ``inferlab-bench prepare``
+(``--entry cli``). It prints wall and CPU seconds and peak RSS of each (the largest process:
+our tokenizing workers are forked children), checks that the reference, cold and warm
+populations are byte-identical and the census equal, and prints the ratios. The same v6
+request goes to both.
 """
 
 from __future__ import annotations
@@ -93,10 +95,25 @@ def _timed(command: list[str], env: dict[str, str], result: Path) -> dict[str, A
     return figures
 
 
-def _ours(request: Path, env: dict[str, str], catalog: Path) -> dict[str, Any]:
+_STAGE = (
+    "import sys; from pathlib import Path;"
+    "from inferlab_bench.prepare.stage import run_prepare;"
+    "from inferlab_bench.protocol import BenchDatasetPreparationRequest, parse_request;"
+    "request = parse_request(BenchDatasetPreparationRequest, Path(sys.argv[1]).read_bytes());"
+    "result = run_prepare(request, catalog_dir=Path(sys.argv[3]));"
+    "Path(sys.argv[2]).write_text(result.model_dump_json())"
+)
+"""The preparation stage alone: ``inferlab-bench prepare`` also imports every other command
+(1-2 s here: AIPerf, scipy, matplotlib), which ``--entry cli`` includes."""
+
+
+def _ours(request: Path, env: dict[str, str], catalog: Path, entry: str) -> dict[str, Any]:
     result = request.with_name(request.name.replace(".request", ".result"))
-    command = [sys.executable, "-m", "inferlab_bench", "prepare", "--input", str(request)]
-    command += ["--output", str(result), "--catalog-dir", str(catalog)]
+    if entry == "cli":
+        command = [sys.executable, "-m", "inferlab_bench", "prepare", "--input", str(request)]
+        command += ["--output", str(result), "--catalog-dir", str(catalog)]
+    else:
+        command = [sys.executable, "-c", _STAGE, str(request), str(result), str(catalog)]
     return _timed(command, env, result)
 
 
@@ -115,6 +132,12 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=1000)
     parser.add_argument("--max-input-tokens", type=int, default=1024)
     parser.add_argument("--tokenizer", help="tokenizer directory (default: the demo's Qwen2)")
+    parser.add_argument(
+        "--entry",
+        choices=["stage", "cli"],
+        default="stage",
+        help="run ours as the stage alone (default) or through the whole CLI",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="inferlab-bench-prepare-"))
@@ -137,10 +160,9 @@ def _run(work: Path, args: argparse.Namespace) -> dict[str, Any]:
     if args.against == "il-0.5":
         ref_env = {**env, "XDG_CACHE_HOME": str(work / "reference-cache")}
         rows["reference"] = _reference(_request(source, sha256, work / "ref", args, 1), ref_env)
-    rows["ours_cold"] = _ours(_request(source, sha256, work / "cold", args, 1), ours_env, catalog)
-    rows["ours_warm"] = _ours(_request(source, sha256, work / "warm", args, 1), ours_env, catalog)
-    other = _request(source, sha256, work / "other", args, 2)
-    rows["ours_warm_other_seed"] = _ours(other, ours_env, catalog)
+    for name, seed in (("ours_cold", 1), ("ours_warm", 1), ("ours_warm_other_seed", 2)):
+        request = _request(source, sha256, work / name, args, seed)
+        rows[name] = _ours(request, ours_env, catalog, args.entry)
     cold, warm = rows["ours_cold"], rows["ours_warm"]
     rows["other_seed_differs"] = (
         rows["ours_warm_other_seed"]["population_sha256"] != cold["population_sha256"]

@@ -165,12 +165,27 @@ def byte_chars() -> list[str]:
     return [chr(b) if b in printable else chr(next(shifted)) for b in range(256)]
 
 
+def pre_tokenizer_spec(backend: Any) -> dict[str, Any] | None:
+    """The backend's pre-tokenizer as its JSON spec ({} for none; None if unreadable).
+
+    Read from the pre-tokenizer alone: ``backend.to_str()`` would serialize the whole
+    vocabulary and merges (over a second for Qwen2's).
+    """
+    pre_tokenizer = getattr(backend, "pre_tokenizer", None)
+    if pre_tokenizer is None:
+        return {}
+    try:
+        spec = json.loads(pre_tokenizer.__getstate__())
+    except (ValueError, AttributeError, TypeError):
+        return None
+    return spec if isinstance(spec, dict) else None
+
+
 def _prefix_space(backend: Any) -> bool:
     """Whether any ByteLevel step of the pre-tokenizer adds a prefix space (unreadable
     specs count as yes: the upper bound then only gets one looser)."""
-    try:
-        spec = json.loads(backend.to_str()).get("pre_tokenizer") or {}
-    except (ValueError, AttributeError):
+    spec = pre_tokenizer_spec(backend)
+    if spec is None:
         return True
     steps = spec.get("pretokenizers") if spec.get("type") == "Sequence" else [spec]
     return any(step.get("add_prefix_space", False) for step in steps or [])
@@ -184,9 +199,8 @@ def _digit_rule(backend: Any) -> str | None:
     """ "each"/"runs" for a pre-tokenizer whose splitting we know; "unknown" for other
     byte-level ones that only split text before writing its bytes; None for anything else
     (a step that may rewrite text, such as Metaspace, voids every bound here)."""
-    try:
-        spec = json.loads(backend.to_str()).get("pre_tokenizer") or {}
-    except (ValueError, AttributeError):
+    spec = pre_tokenizer_spec(backend)
+    if spec is None:
         return None
     if spec.get("type") == "ByteLevel":
         return "runs" if spec.get("use_regex") else "unknown"

@@ -29,14 +29,14 @@ and turns this path off for good at the first difference (``ChatTokenizer``).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import regex
 
-from inferlab_bench.prepare.bounds import PATTERNS, byte_chars
+from inferlab_bench.prepare.bounds import PATTERNS, byte_chars, pre_tokenizer_spec
 
 CHECKED = 256
+_UNICODE_FORMS = {"NFC", "NFKC", "NFD", "NFKD"}
 _REFUSED = regex.compile(r"[\x1c-\x1f]")
 _BYTE_CHARS = "".join(byte_chars())
 
@@ -50,27 +50,21 @@ class AsciiCounter:
 
     @classmethod
     def for_backend(cls, backend: Any) -> AsciiCounter | None:
-        try:
-            spec = json.loads(backend.to_str())
-        except (ValueError, AttributeError):
+        model, normalizer = backend.model, backend.normalizer
+        if type(model).__name__ != "BPE" or getattr(model, "dropout", None):
             return None
-        model, normalizer = spec.get("model") or {}, spec.get("normalizer")
-        if model.get("type") != "BPE" or model.get("dropout"):
+        if normalizer is not None and type(normalizer).__name__ not in _UNICODE_FORMS:
             return None
-        if normalizer is not None and normalizer.get("type") not in {"NFC", "NFKC", "NFD", "NFKD"}:
-            return None
-        pattern = _split_pattern(spec.get("pre_tokenizer") or {})
-        if pattern is None:
-            return None
-        return cls(backend.model, pattern)
+        pattern = _split_pattern(pre_tokenizer_spec(backend) or {})
+        return None if pattern is None else cls(model, pattern)
 
     def count(self, segment: str) -> int | None:
         if not segment.isascii() or _REFUSED.search(segment):
             return None
-        words = self._split(segment)
-        if sum(map(len, words)) != len(segment):
-            return None  # a gap between matches: not what we mirror
-        return sum(map(self._words.__getitem__, words))
+        # No gaps to mirror: every ASCII character can start a match (letters, digits,
+        # whitespace and ``[^\\s\\p{L}\\p{N}]`` each have an alternative), so findall skips
+        # none (tests/prepare/test_pretoken.py checks the pieces join back to the text).
+        return sum(map(self._words.__getitem__, self._split(segment)))
 
 
 class _WordCounts(dict[str, int]):

@@ -299,8 +299,7 @@ class PrefixCounter:
             return self._tok.count_texts([text])[0]
         segments, total = split
         if self._looks_too_long(segments, total, limit):
-            # room 0: every segment's bound counts here, however short the segment
-            bounded = total + sum(self._at_least(segment, 0) for segment in segments)
+            bounded = self._bounded_past(segments, total, limit)
             if bounded > limit:
                 return bounded  # provably too long: never tokenized
         elif self._fits(segments, total, limit):
@@ -325,6 +324,15 @@ class PrefixCounter:
             known = self._counts.get(segment)
             total += known if known is not None else int(len(segment) * ratio)
         return total > limit
+
+    def _bounded_past(self, segments: list[str], total: int, limit: int) -> int:
+        """Known counts plus lower bounds, summed until past ``limit`` (room 0: every
+        segment's bound counts here, however short the segment)."""
+        for segment in segments:
+            total += self._at_least(segment, 0)
+            if total > limit:
+                break
+        return total
 
     def _fits(self, segments: list[str], total: int, limit: int) -> bool:
         """Known counts plus upper bounds of the rest within ``limit`` (False if unproved,

@@ -86,6 +86,7 @@ def test_word_counts_equal_encode_on_real_and_adversarial_ascii(tok: ChatTokeniz
         if fast is not None:
             accepted += 1
             assert fast == count, segment[:80]
+            assert "".join(counter._split(segment)) == segment  # noqa: SLF001 (no gaps)
     assert accepted > 0.8 * len(segments)
 
 
