@@ -1,16 +1,18 @@
-"""Preparation speed: the straightforward reference vs ours (cold and warm), side by side.
+"""Preparation speed on real data: the reference runner 0.5.0 vs ours cold, warm, warm other seed.
 
-    python benchmarks/prepare.py --conversations 94000
+    python benchmarks/prepare.py --dataset PATH --against il-0.5
 
-Generates a ShareGPT-like file with scripts/make_sharegpt_like.py, then times, in one run:
-the reference (one apply_chat_template per candidate), our stage with an empty token-table
-cache (cold), and again with the cache (warm); checks the populations are byte-identical
-and prints the ratios and peak RSS of each (each measured in its own child process).
-
-It also prints where the reference's tokenizer time went (candidates past the limit,
-inputs that fit, targets), to compare with the one profile measured on the real file
-(DESIGN.md: about 85% / 4% / 11%): the closer the generated file is to it, the more the
-ratio says about the real one.
+``PATH`` is a real ShareGPT file (``../shared/tools/real-sharegpt`` writes the 17,671 real
+conversations; ``scripts/repeat_sharegpt.py`` repeats them into a 94k file). One run times,
+each as its own process with empty caches where it says cold: the reference runner
+(InferLab bench runner 0.5.0, protocol 6, built by ``../shared/tools/il05-venv`` and driven
+through its JSON ``--prepare`` request), then ours cold (empty token-table cache), warm
+(same request again) and warm with another seed. Ours runs as the stage alone in a fresh
+Python (``--entry stage``, the default) or through ``inferlab-bench prepare``
+(``--entry cli``). It prints wall and CPU seconds and peak RSS of each (the largest process:
+our tokenizing workers are forked children), checks that the reference, cold and warm
+populations are byte-identical and the census equal, and prints the ratios. The same v6
+request goes to both.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import multiprocessing
 import os
 import resource
 import shutil
@@ -31,164 +32,155 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+IL05_VENV = REPO.parent / "shared" / "tools" / "il05-venv"
 
 
-def _request(source: Path, catalog: Path, out: Path, args: argparse.Namespace, seed: int) -> Any:
-    from tests.prepare.conftest import QWEN_DIR, prep_request
+def _request(source: Path, sha256: str, out: Path, args: argparse.Namespace, seed: int) -> Path:
+    """A v6 preparation request as JSON (catalog facts: the file's own sha256)."""
+    from tests.prepare.conftest import QWEN_DIR, catalog_entry
 
-    return prep_request(
-        source,
-        catalog,
-        out,
-        locator=QWEN_DIR,
-        required=args.entries,
-        max_input=args.max_input_tokens,
-        seed=seed,
-    )
-
-
-def _ours(
-    source: Path, catalog: Path, out: Path, args: argparse.Namespace, seed: int, queue: Any
-) -> None:
-    from inferlab_bench.prepare.stage import run_prepare
-
-    started = time.perf_counter()
-    result = run_prepare(_request(source, catalog, out, args, seed), catalog_dir=catalog)
-    queue.put(
-        {
-            "seconds": time.perf_counter() - started,
-            "status": result.status.value,
-            "sha256": result.population.sha256 if result.population else None,
-            **_rss(),
-        }
-    )
-
-
-def _rss() -> dict[str, float]:
-    """Peak RSS of this process and of its largest child (our tokenizing workers)."""
-    return {
-        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "rss_children_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+    entry = catalog_entry(sha256, "http://127.0.0.1:9/unused")
+    request = {
+        "protocol_version": "6",
+        "model": {"locator": args.tokenizer or QWEN_DIR, "served_name": "m"},
+        "request_source": {
+            "kind": "dataset",
+            "dataset": "sharegpt",
+            "max_input_tokens": args.max_input_tokens,
+            "output_tokens": None,
+            "catalog": {**entry, "cache_path": str(out / "unused"), "cache_state": "missing"},
+        },
+        "source_path": str(source),
+        "required_entries": args.entries,
+        "seed": seed,
+        "request_body": {},
+        "artifact_dir": str(out),
     }
+    path = out.with_suffix(".request.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(request))
+    return path
 
 
-class _TimedTokenizer:
-    """The reference's tokenizer, timing each call by what it was for."""
-
-    def __init__(self, tok: Any, limit: int) -> None:
-        self._tok, self._limit = tok, limit
-        self.seconds = {"past_limit": 0.0, "fitting_input": 0.0, "target": 0.0}
-
-    def apply_chat_template(self, *args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        ids = self._tok.apply_chat_template(*args, **kwargs)
-        count = len(ids["input_ids"] if hasattr(ids, "keys") else ids)
-        kind = "past_limit" if count > self._limit else "fitting_input"
-        self.seconds[kind] += time.perf_counter() - started
-        return ids
-
-    def encode(self, *args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        ids = self._tok.encode(*args, **kwargs)
-        self.seconds["target"] += time.perf_counter() - started
-        return ids
-
-    def shares(self) -> dict[str, str]:
-        total = sum(self.seconds.values())
-        return {kind: f"{seconds / total:.0%}" for kind, seconds in self.seconds.items()}
-
-
-def _reference(source: Path, args: argparse.Namespace, queue: Any) -> None:
-    from transformers import AutoTokenizer
-
-    from inferlab_bench.prepare.write import Entry, population_bytes
-    from tests.prepare.conftest import QWEN_DIR
-    from tests.prepare.reference import reference_select
-
-    started = time.perf_counter()
-    tok = _TimedTokenizer(
-        AutoTokenizer.from_pretrained(QWEN_DIR, local_files_only=True), args.max_input_tokens
+def _timed(command: list[str], env: dict[str, str], result: Path) -> dict[str, Any]:
+    """Run one command as a child of a fresh ``python -c`` that reports the peak RSS of its
+    own children (the command and, through it, its workers)."""
+    probe = (
+        "import resource, subprocess, sys, time, json;"
+        "t = time.perf_counter(); rc = subprocess.run(sys.argv[1:]).returncode;"
+        "s = time.perf_counter() - t; r = resource.getrusage(resource.RUSAGE_CHILDREN);"
+        "print(json.dumps({'rc': rc, 'seconds': s, 'cpu_seconds': r.ru_utime + r.ru_stime,"
+        " 'peak_rss_mb': r.ru_maxrss / 1024}))"
     )
-    ref = reference_select(
-        json.loads(source.read_bytes()),
-        tok,
-        seed=1,
-        required=args.entries,
-        max_input_tokens=args.max_input_tokens,
-        output_tokens=None,
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *command],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    entries = [
-        Entry(i, sid, o["messages"], o["target"], 0, o["input_tokens"], 0, o["output_length"])
-        for _, i, sid, o in ref["chosen"]
-    ]
-    queue.put(
-        {
-            "seconds": time.perf_counter() - started,
-            "sha256": hashlib.sha256(population_bytes(entries)).hexdigest(),
-            "tokenizer_time_shares": tok.shares(),
-            **_rss(),
-        }
-    )
-
-
-def _measure(target: Any, *params: Any) -> dict[str, Any]:
-    queue: Any = multiprocessing.get_context("fork").Queue()
-    process = multiprocessing.get_context("fork").Process(target=target, args=(*params, queue))
-    process.start()
-    figures: dict[str, Any] = queue.get()
-    process.join()
+    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    outcome = json.loads(result.read_text())
+    figures["status"] = outcome["status"]
+    figures["error"] = outcome.get("error")
+    population = outcome.get("population") or {}
+    figures["population_sha256"] = population.get("sha256")
+    figures["admitted"] = outcome.get("admitted_entries")
+    figures["reasons"] = outcome.get("ineligible_reasons")
+    manifest = result.parent / result.stem.replace(".result", "") / "preparation-manifest.json"
+    if manifest.is_file():
+        facts = json.loads(manifest.read_text())
+        figures["source_digest"] = facts.get("source_digest")
+        figures["chosen_entries_counted_now"] = facts.get("chosen_entries_counted_now")
     return figures
+
+
+_STAGE = (
+    "import sys; from pathlib import Path;"
+    "from inferlab_bench.prepare.stage import run_prepare;"
+    "from inferlab_bench.protocol import BenchDatasetPreparationRequest, parse_request;"
+    "request = parse_request(BenchDatasetPreparationRequest, Path(sys.argv[1]).read_bytes());"
+    "result = run_prepare(request, catalog_dir=Path(sys.argv[3]));"
+    "Path(sys.argv[2]).write_text(result.model_dump_json())"
+)
+"""The preparation stage alone: ``inferlab-bench prepare`` also imports every other command
+(1-2 s here: AIPerf, scipy, matplotlib), which ``--entry cli`` includes."""
+
+
+def _ours(request: Path, env: dict[str, str], catalog: Path, entry: str) -> dict[str, Any]:
+    result = request.with_name(request.name.replace(".request", ".result"))
+    if entry == "cli":
+        command = [sys.executable, "-m", "inferlab_bench", "prepare", "--input", str(request)]
+        command += ["--output", str(result), "--catalog-dir", str(catalog)]
+    else:
+        command = [sys.executable, "-c", _STAGE, str(request), str(result), str(catalog)]
+    return _timed(command, env, result)
+
+
+def _reference(request: Path, env: dict[str, str]) -> dict[str, Any]:
+    bin_dir = subprocess.run([str(IL05_VENV)], capture_output=True, text=True, check=True)
+    runner = Path(bin_dir.stdout.strip()) / "inferlab-bench-runner"
+    result = request.with_name(request.name.replace(".request", ".result"))
+    command = [str(runner), "--prepare", "--input", str(request), "--output", str(result)]
+    return _timed(command, env, result)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--conversations", type=int, default=94_000)
+    parser.add_argument("--dataset", type=Path, required=True, help="a real ShareGPT file")
+    parser.add_argument("--against", choices=["il-0.5", "none"], default="il-0.5")
     parser.add_argument("--entries", type=int, default=1000)
     parser.add_argument("--max-input-tokens", type=int, default=1024)
-    parser.add_argument("--skip-reference", action="store_true")
-    parser.add_argument("--keep", action="store_true", help="keep the generated files")
+    parser.add_argument("--tokenizer", help="tokenizer directory (default: the demo's Qwen2)")
+    parser.add_argument(
+        "--entry",
+        choices=["stage", "cli"],
+        default="stage",
+        help="run ours as the stage alone (default) or through the whole CLI",
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="inferlab-bench-prepare-"))
     try:
-        _run(work, args)
+        print(json.dumps(_run(work, args), indent=2))
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _run(work: Path, args: argparse.Namespace) -> None:
-    os.environ["XDG_CACHE_HOME"] = str(work / "cache")
-    source = work / "sharegpt-like.json"
-    subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "scripts" / "make_sharegpt_like.py"),
-            str(source),
-            "--conversations",
-            str(args.conversations),
-        ],
-        check=True,
-    )
+def _run(work: Path, args: argparse.Namespace) -> dict[str, Any]:
     from tests.prepare.conftest import write_catalog
 
-    catalog = write_catalog(
-        work / "catalog", hashlib.sha256(source.read_bytes()).hexdigest(), "http://127.0.0.1:9/"
+    source = args.dataset.resolve()
+    sha256 = hashlib.sha256(source.read_bytes()).hexdigest()
+    catalog = write_catalog(work / "catalog", sha256, "http://127.0.0.1:9/unused")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TOKENIZERS_PARALLELISM": "false"}
+    ours_env = {**env, "XDG_CACHE_HOME": str(work / "ours-cache")}
+    rows: dict[str, Any] = {"dataset": str(source), "source_mb": source.stat().st_size / 1e6}
+    if args.against == "il-0.5":
+        ref_env = {**env, "XDG_CACHE_HOME": str(work / "reference-cache")}
+        rows["reference"] = _reference(_request(source, sha256, work / "ref", args, 1), ref_env)
+    for name, seed in (("ours_cold", 1), ("ours_warm", 1), ("ours_warm_other_seed", 2)):
+        request = _request(source, sha256, work / name, args, seed)
+        rows[name] = _ours(request, ours_env, catalog, args.entry)
+    cold, warm = rows["ours_cold"], rows["ours_warm"]
+    rows["other_seed_differs"] = (
+        rows["ours_warm_other_seed"]["population_sha256"] != cold["population_sha256"]
     )
-    cold = _measure(_ours, source, catalog, work / "cold", args, 1)
-    warm = _measure(_ours, source, catalog, work / "warm", args, 1)
-    # The cache is keyed without the seed: another seed is warm too, and picks other entries.
-    other = _measure(_ours, source, catalog, work / "other-seed", args, 2)
-    rows = {"ours_cold": cold, "ours_warm": warm, "ours_warm_other_seed": other}
-    rows["other_seed_differs"] = other["sha256"] != cold["sha256"]
-    if not args.skip_reference:
-        rows["reference"] = _measure(_reference, source, args)
-        rows["cold_speedup"] = rows["reference"]["seconds"] / cold["seconds"]
-        rows["identical_population"] = (
-            rows["reference"]["sha256"] == cold["sha256"] == warm["sha256"]
+    shas = {cold["population_sha256"], warm["population_sha256"]}
+    if "reference" in rows:
+        reference = rows["reference"]
+        shas.add(reference["population_sha256"])
+        rows["same_census"] = (reference["admitted"], reference["reasons"]) == (
+            cold["admitted"],
+            cold["reasons"],
         )
-    rows["conversations"] = args.conversations
-    rows["source_mb"] = source.stat().st_size / 1e6
-    print(json.dumps(rows, indent=2))
+        rows["cold_speedup"] = round(reference["seconds"] / cold["seconds"], 2)
+        rows["warm_speedup"] = round(reference["seconds"] / warm["seconds"], 1)
+    rows["identical_population"] = len(shas) == 1 and None not in shas
+    rows["this_process_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rows["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return rows
 
 
 if __name__ == "__main__":

@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Literal
 
 from inferlab_bench.errors import DigestMismatchError
-from inferlab_bench.prepare.cache import cached_path, file_sha256
+from inferlab_bench.prepare.cache import cached_path
 from inferlab_bench.prepare.catalog import CatalogEntry
 from inferlab_bench.prepare.digest import verify
 from inferlab_bench.prepare.download import download_verified
+from inferlab_bench.prepare.stamp import file_digest
 from inferlab_bench.progress import NULL_PROGRESS, ProgressSink
 
 Origin = Literal["source_path", "cache", "download"]
@@ -18,11 +19,13 @@ Origin = Literal["source_path", "cache", "download"]
 
 @dataclass(frozen=True)
 class Acquired:
-    """A source file whose sha256 was verified just now."""
+    """A source file whose sha256 was verified: hashed now ("recomputed"), or hashed
+    earlier and provably unchanged since ("trusted-stamp", see ``stamp``)."""
 
     path: Path
     sha256: str
     origin: Origin
+    digest_source: str = "recomputed"
 
 
 def acquire(
@@ -36,15 +39,15 @@ def acquire(
     for path, origin in ((source_path, "source_path"), (cached_path(entry.sha256), "cache")):
         if path.is_file():
             progress.begin(f"verifying {path.name}", None, unit="")
-            digest = file_sha256(path)
+            digest = file_digest(path)
             progress.end()
-            if digest == entry.sha256:
-                return Acquired(path, digest, origin)  # type: ignore[arg-type]
+            if digest.sha256 == entry.sha256:
+                return Acquired(path, digest.sha256, origin, digest.source)  # type: ignore[arg-type]
             if origin == "source_path":
                 raise DigestMismatchError(
                     f"source_path {path}",
                     entry.sha256,
-                    digest,
+                    digest.sha256,
                     hint="this file is not the catalogued dataset; fix or remove it, or give "
                     "a source_path that does not exist to download into the cache",
                 )

@@ -1,12 +1,23 @@
-"""Lower bounds on a segment's token count, proved from the tokenizer's structure alone.
+"""Bounds on a segment's token count, proved from the tokenizer's structure alone.
 
 A segment is text between added tokens, which the tokenizer normalizes, pre-tokenizes and
-models on its own. For byte-level BPE (no dropout, no unknown bytes) two bounds hold:
+models on its own. For byte-level BPE (no dropout, no unknown bytes) these bounds hold.
+
+Upper bound, **bytes**: ByteLevel writes each byte of the normalized segment as one
+character, and BPE starts from one symbol per character; every merge joins two adjacent
+symbols into one, and nothing else changes the number of symbols. So a segment has at most
+as many tokens as its normalized UTF-8 bytes, plus one when ByteLevel adds a prefix space
+(``add_prefix_space``). A rendered input has at most #added tokens + the sum of this bound
+over its segments (see ``ChatTokenizer.split_segments``), so an input under the limit by
+this count fits without being encoded.
+
+Lower bounds, for a segment that is not empty: at least **one** token (every symbol of a
+non-empty word is a token, and Unicode normalization never empties a non-empty text) and:
 
 - **bytes**: every token covers a whole number of the segment's normalized bytes, so
   there are at least ``bytes / L`` tokens, L being the longest vocabulary entry in bytes.
 - **pre-tokens**: every pre-token gives at least one token. For the GPT-2, Llama 3 and
-  Qwen2 split patterns (matched exactly, see ``_PATTERNS``) no pre-token holds letters of
+  Qwen2 split patterns (matched exactly, see ``PATTERNS``) no pre-token holds letters of
   two letter runs, or a letter and a digit. So a segment has at least as many tokens as it
   has runs of ASCII letters (joined through any non-ASCII character, which might be a
   letter) plus, for Qwen2, its ASCII digits (each its own pre-token) or, for the others,
@@ -22,7 +33,9 @@ two raw runs stay apart (``tests/prepare/test_bounds.py`` checks this against th
 database). Everything else that changes maps non-ASCII to something, which only splits
 runs further.
 
-A bound decides "too long" without encoding; it never yields a count.
+A bound decides "fits", "too long" or "at least two tokens" without encoding; it never
+yields a count. A tokenizer that is not byte-level BPE as described gets no bounds at all
+(``SegmentBound.for_backend`` returns None) and is counted exactly.
 """
 
 from __future__ import annotations
@@ -48,10 +61,14 @@ _LLAMA3 = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
     r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
-_PATTERNS = {_QWEN2: "each", _LLAMA3: "runs"}
+PATTERNS = {_QWEN2: "each", _LLAMA3: "runs"}
 """Split patterns we have read through, and how their digits split: one pre-token per
 digit ("each") or at least one per run of digits ("runs"). ByteLevel's own GPT-2 pattern
 (``use_regex``: `` ?\\p{L}+| ?\\p{N}+ | ...``) is "runs"."""
+
+_SPLITTING_STEPS = {"Split", "Digits"}
+"""Pre-tokenizer steps that cut text into pieces without rewriting or dropping any of it
+(a ``Removed`` split drops text: see ``_only_splits``)."""
 
 _ASCII_LETTER = np.zeros(256, dtype=bool)
 _ASCII_LETTER[np.r_[65:91, 97:123]] = True
@@ -68,6 +85,7 @@ class SegmentBound:
     longest: int
     normalizer: Any
     digits: str | None  # "each", "runs", or None when the pre-token bound does not apply
+    prefix_space: bool = False  # ByteLevel may add one space (one byte) per segment
 
     @classmethod
     def for_backend(cls, backend: Any, added: list[str]) -> SegmentBound | None:
@@ -81,10 +99,22 @@ class SegmentBound:
         if normalizer is not None and type(normalizer).__name__ not in _UNICODE_FORMS:
             return None
         vocab = backend.get_vocab()
-        if not all(char in vocab for char in _byte_chars()):
+        if not all(char in vocab for char in byte_chars()):
             return None  # a byte with no token of its own could vanish: no bound holds
         longest = max([len(k) for k in vocab] + [len(s.encode()) for s in added])
-        return cls(longest, normalizer, None if digits == "unknown" else digits)
+        return cls(
+            longest, normalizer, None if digits == "unknown" else digits, _prefix_space(backend)
+        )
+
+    def at_most(self, segment: str) -> int:
+        """Never below the segment's count: its normalized bytes (+1 for a prefix space)."""
+        return len(self._normalized(segment)) + int(self.prefix_space)
+
+    def at_least(self, segment: str) -> int:
+        """Never above the segment's count, however small (1 for any non-empty segment)."""
+        if not segment:
+            return 0
+        return max(1, self.of(segment, 0))
 
     def of(self, segment: str, room: int) -> int:
         """Never above the segment's count; 0 when even the best case could not exceed
@@ -127,7 +157,7 @@ def _runs_containing(core: npt.NDArray[np.bool_], joiner: npt.NDArray[np.bool_])
     return 1 + int(np.count_nonzero(np.diff(run_of_core)))
 
 
-def _byte_chars() -> list[str]:
+def byte_chars() -> list[str]:
     """The 256 characters ByteLevel writes bytes as (printable bytes as themselves, the
     others shifted past U+0100, in byte order)."""
     printable = [*range(33, 127), *range(161, 173), *range(174, 256)]
@@ -135,18 +165,52 @@ def _byte_chars() -> list[str]:
     return [chr(b) if b in printable else chr(next(shifted)) for b in range(256)]
 
 
+def pre_tokenizer_spec(backend: Any) -> dict[str, Any] | None:
+    """The backend's pre-tokenizer as its JSON spec ({} for none; None if unreadable).
+
+    Read from the pre-tokenizer alone: ``backend.to_str()`` would serialize the whole
+    vocabulary and merges (over a second for Qwen2's).
+    """
+    pre_tokenizer = getattr(backend, "pre_tokenizer", None)
+    if pre_tokenizer is None:
+        return {}
+    try:
+        spec = json.loads(pre_tokenizer.__getstate__())
+    except (ValueError, AttributeError, TypeError):
+        return None
+    return spec if isinstance(spec, dict) else None
+
+
+def _prefix_space(backend: Any) -> bool:
+    """Whether any ByteLevel step of the pre-tokenizer adds a prefix space (unreadable
+    specs count as yes: the upper bound then only gets one looser)."""
+    spec = pre_tokenizer_spec(backend)
+    if spec is None:
+        return True
+    steps = spec.get("pretokenizers") if spec.get("type") == "Sequence" else [spec]
+    return any(step.get("add_prefix_space", False) for step in steps or [])
+
+
+def _only_splits(step: dict[str, Any]) -> bool:
+    return step.get("type") in _SPLITTING_STEPS and step.get("behavior") != "Removed"
+
+
 def _digit_rule(backend: Any) -> str | None:
     """ "each"/"runs" for a pre-tokenizer whose splitting we know; "unknown" for other
-    byte-level ones; None for anything else."""
-    try:
-        spec = json.loads(backend.to_str()).get("pre_tokenizer") or {}
-    except (ValueError, AttributeError):
+    byte-level ones that only split text before writing its bytes; None for anything else
+    (a step that may rewrite text, such as Metaspace, voids every bound here)."""
+    spec = pre_tokenizer_spec(backend)
+    if spec is None:
         return None
     if spec.get("type") == "ByteLevel":
         return "runs" if spec.get("use_regex") else "unknown"
     steps = spec.get("pretokenizers") if spec.get("type") == "Sequence" else None
-    if not steps or len(steps) != 2 or steps[1].get("type") != "ByteLevel":
-        return "unknown" if "ByteLevel" in json.dumps(spec) else None
+    if not steps or steps[-1].get("type") != "ByteLevel":
+        return None
+    if any(not _only_splits(step) for step in steps[:-1]):
+        return None
+    if len(steps) != 2:
+        return "unknown"
     split, level = steps
     known = (
         split.get("type") == "Split"
@@ -155,4 +219,4 @@ def _digit_rule(backend: Any) -> str | None:
         and not level.get("use_regex")
     )
     pattern = str((split.get("pattern") or {}).get("Regex"))
-    return _PATTERNS.get(pattern, "unknown") if known else "unknown"
+    return PATTERNS.get(pattern, "unknown") if known else "unknown"

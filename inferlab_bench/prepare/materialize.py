@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 MATERIALIZATION_IDENTITY = "sharegpt-single-request-v1"
-RULES_VERSION = 1
+RULES_VERSION = 2
 """Bumped whenever a rule changes, so cached token tables are not reused across rules."""
 
 ROLE_MAP = {"human": "user", "gpt": "assistant"}
@@ -74,15 +74,17 @@ def candidate_ends(conversation: Conversation) -> list[int]:
 
 @dataclass(frozen=True)
 class Choice:
-    """The chosen split: input = messages[:end] with its exact token count."""
+    """The chosen split: input = messages[:end] with its exact token count, or None when
+    an upper bound proved it fits without counting it."""
 
     end: int
-    input_tokens: int
+    input_tokens: int | None
 
 
-CountUpTo = Callable[[list[dict[str, str]], int], int]
+CountUpTo = Callable[[list[dict[str, str]], int], int | None]
 """``count(messages, limit)``: the exact chat-template token count when it is <= limit,
-otherwise any number above limit (so a counter may stop early)."""
+or None when the count is proved <= limit without being known; otherwise any number
+above limit (so a counter may stop early)."""
 
 
 def choose_input(
@@ -91,19 +93,26 @@ def choose_input(
     """The latest non-blank input that fits, stepping back one whole exchange at a time."""
     for end in candidate_ends(conversation):
         tokens = count(conversation.chat(end), max_input_tokens)
-        if tokens <= max_input_tokens:
+        if tokens is None or tokens <= max_input_tokens:
             return Choice(end, tokens)
     return Reason.INPUT_EXCEEDS_MAXIMUM
 
 
+UNCOUNTED = -1
+"""A token count that was not needed: an upper bound proved the input fits, or a lower
+bound proved the target has at least two tokens. Counted once the entry is chosen."""
+
+
 def target_reason(target_text: str, target_tokens: int) -> Reason | None:
+    """``target_tokens`` may be ``UNCOUNTED`` (proved >= 2)."""
     if not target_text.strip() or target_tokens == 0:
         return Reason.EMPTY_ASSISTANT_TARGET
     return None
 
 
 def output_length(target_tokens: int, fixed_output_tokens: int | None) -> int | Reason:
-    """The request's output length, or why the entry is not admitted."""
+    """The request's output length, or why the entry is not admitted (from an exact count:
+    chosen entries are counted before this is asked)."""
     if fixed_output_tokens is not None:
         return fixed_output_tokens
     if target_tokens < 2:

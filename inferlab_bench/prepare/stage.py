@@ -21,8 +21,10 @@ from inferlab_bench.errors import (
 from inferlab_bench.prepare import tokencache
 from inferlab_bench.prepare.acquire import Acquired, acquire
 from inferlab_bench.prepare.catalog import check_request_catalog, load_entry
+from inferlab_bench.prepare.complete import Chosen, complete_counts, with_counts
 from inferlab_bench.prepare.materialize import (
     MATERIALIZATION_IDENTITY,
+    UNCOUNTED,
     Conversation,
     Reason,
     output_length,
@@ -87,13 +89,19 @@ def _run(
     kwargs = _template_kwargs(request)
     tokenizer_id = fingerprint(request.model.locator)
     key = tokencache.table_key(acquired.sha256, tokenizer_id, source.max_input_tokens, kwargs)
-    table, cache_hit, source_format = _token_table(key, acquired, request, kwargs, progress)
+    tokenizer = _OnDemand(request.model.locator, kwargs)
+    table, cache_hit, source_format = _token_table(key, acquired, request, tokenizer, progress)
     tokenized = time.monotonic()
     admitted = _census(table, source.output_tokens, census)
     chosen = select(request.seed, admitted, request.required_entries)
     if len(chosen) < request.required_entries:
         raise InsufficientEntriesError(request.required_entries, census.admitted)
-    entries = _entries(table, chosen, source.output_tokens, acquired.path)
+    rows = _chosen_rows(table, chosen, acquired.path)
+    counted = complete_counts(rows, tokenizer, source.max_input_tokens)
+    completed = with_counts(table, counted)
+    if completed is not None:
+        tokencache.store_table(key, completed)  # the next preparation need not count these
+    entries = _entries(table, counted, source.output_tokens)
     manifest = _manifest(
         request,
         acquired,
@@ -101,7 +109,13 @@ def _run(
         tokenizer_id,
         key,
         cache_hit,
-        {"tokenize_seconds": tokenized - started, "total_seconds": time.monotonic() - started},
+        {
+            "tokenize_seconds": tokenized - started,
+            "total_seconds": time.monotonic() - started,
+        },
+    )
+    manifest["chosen_entries_counted_now"] = sum(
+        a is not b for a, b in zip(rows, counted, strict=True)
     )
     written = write_outputs(request.artifact_dir, entries, manifest)
     return _result(request, census, ClientStatus.SUCCEEDED, entries=entries, written=written)
@@ -125,17 +139,31 @@ def _template_kwargs(request: BenchDatasetPreparationRequest) -> dict[str, Any]:
     return kwargs
 
 
+class _OnDemand:
+    """The tokenizer, made on first use (a warm preparation whose chosen entries are all
+    counted never loads it)."""
+
+    def __init__(self, locator: str, kwargs: dict[str, Any]) -> None:
+        self._args = (locator, kwargs)
+        self._tok: ChatTokenizer | None = None
+
+    def __call__(self) -> ChatTokenizer:
+        if self._tok is None:
+            self._tok = ChatTokenizer(*self._args)
+        return self._tok
+
+
 def _token_table(
     key: str,
     acquired: Acquired,
     request: BenchDatasetPreparationRequest,
-    kwargs: dict[str, Any],
+    tokenizer: _OnDemand,
     progress: ProgressSink,
 ) -> tuple[pa.Table, bool, str]:
     cached = tokencache.load_table(key)
     if cached is not None:
         return cached, True, "cached-token-table"
-    tok = ChatTokenizer(request.model.locator, kwargs)
+    tok = tokenizer()
     progress.begin("reading dataset", None, unit="")
     source = read_records(acquired.path)
     progress.end()
@@ -152,7 +180,7 @@ def _census(table: pa.Table, fixed_output: int | None, census: _Census) -> list[
     counts: Counter[str] = Counter(r for r in reasons if r is not None)
     ok = np.fromiter((r is None for r in reasons), dtype=bool, count=len(reasons))
     if fixed_output is None:
-        short = ok & (targets < 2)
+        short = ok & (targets != UNCOUNTED) & (targets < 2)  # UNCOUNTED: proved >= 2
         counts[Reason.TARGET_SHORTER_THAN_TWO_TOKENS.value] += int(short.sum())
         ok &= ~short
     census.candidates = table.num_rows
@@ -164,28 +192,37 @@ def _census(table: pa.Table, fixed_output: int | None, census: _Census) -> list[
     return [(index, ids[position]) for index, position in zip(indices, positions, strict=True)]
 
 
-def _entries(
-    table: pa.Table, chosen: list[int], fixed_output: int | None, source: Path
-) -> list[Entry]:
-    """The chosen rows as entries, their messages read back from the verified source."""
+def _chosen_rows(table: pa.Table, chosen: list[int], source: Path) -> list[Chosen]:
+    """The chosen rows, their conversations read back from the verified source."""
     rows = take_rows(table, chosen)  # table rows are in index order
     records = read_spans(source, [(row["record_start"], row["record_stop"]) for row in rows])
-    entries = []
-    for row, record in zip(rows, records, strict=True):
+    found = []
+    for position, row, record in zip(chosen, rows, records, strict=True):
         conversation = parse_conversation(row["index"], record)
         if not isinstance(conversation, Conversation):
             raise DatasetError(f"{source}: record {row['index']} changed since it was tokenized")
-        length = output_length(row["target_tokens"], fixed_output)
+        found.append(
+            Chosen(position, conversation, row["end"], row["input_tokens"], row["target_tokens"])
+        )
+    return found
+
+
+def _entries(table: pa.Table, chosen: list[Chosen], fixed_output: int | None) -> list[Entry]:
+    """The chosen rows as entries (every count exact by now)."""
+    totals = int_column(table, "total_messages")
+    entries = []
+    for c in chosen:
+        length = output_length(c.target_tokens, fixed_output)
         assert isinstance(length, int)
         entries.append(
             Entry(
-                row["index"],
-                row["source_id"],
-                conversation.chat(row["end"]),
-                conversation.messages[row["end"]][1],
-                row["total_messages"],
-                row["input_tokens"],
-                row["target_tokens"],
+                c.conversation.index,
+                c.conversation.source_id,
+                c.conversation.chat(c.end),
+                c.conversation.messages[c.end][1],
+                int(totals[c.position]),
+                c.input_tokens,
+                c.target_tokens,
                 length,
             )
         )
@@ -207,6 +244,7 @@ def _manifest(
         "source_path": str(acquired.path),
         "source_sha256": acquired.sha256,
         "source_origin": acquired.origin,
+        "source_digest": acquired.digest_source,
         "source_format_read": source_format,
         "tokenizer_locator": request.model.locator,
         "tokenizer_fingerprint": tokenizer_id,

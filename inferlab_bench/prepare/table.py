@@ -2,7 +2,8 @@
 
 A row holds counts and the record's byte range in the source file, not its text: the
 chosen few are read back from the (sha256-verified) source when a population is written,
-so the cached table stays small and a warm preparation reads it in a moment.
+so the cached table stays small and a warm preparation reads it in a moment. A count that
+no decision needed is ``UNCOUNTED`` (-1) until its entry is chosen (``complete``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from inferlab_bench.prepare.materialize import (
+    UNCOUNTED,
     Choice,
     Conversation,
     Reason,
@@ -113,7 +115,7 @@ def with_target(
         reason.value if reason else None,
         end=choice.end,
         total_messages=len(conversation.messages),
-        input_tokens=choice.input_tokens,
+        input_tokens=UNCOUNTED if choice.input_tokens is None else choice.input_tokens,
         target_tokens=target_tokens,
         record_start=start,
         record_stop=stop,
@@ -193,8 +195,18 @@ def _evaluate_span(
             rows[index] = outcome
         else:
             fitting.append((parsed, outcome))
-    counts = tok.count_texts([c.messages[x.end][1] for c, x in fitting])
+    counts = _target_counts(tok, [c.messages[x.end][1] for c, x in fitting])
     for (conversation, choice), count in zip(fitting, counts, strict=True):
         span_of = records.span(conversation.index)
         rows[conversation.index] = with_target(conversation, choice, count, span_of)
     return pa.RecordBatch.from_pylist([rows[index].__dict__ for index in span], schema=SCHEMA)
+
+
+def _target_counts(tok: ChatTokenizer, targets: list[str]) -> list[int]:
+    """Exact counts only where a rule needs one: a blank target is empty whatever its count
+    (0 stands in), and one proved to have at least two tokens is ``UNCOUNTED``."""
+    counts = [0 if not t.strip() else UNCOUNTED for t in targets]
+    needed = [i for i, t in enumerate(targets) if t.strip() and tok.target_at_least(t) < 2]
+    for i, count in zip(needed, tok.count_texts([targets[i] for i in needed]), strict=True):
+        counts[i] = count
+    return counts

@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from inferlab_bench.errors import TokenizerError
+from inferlab_bench.prepare import pretoken
 from inferlab_bench.prepare.bounds import SegmentBound
+from inferlab_bench.prepare.pretoken import AsciiCounter
 from inferlab_bench.prepare.template import Plans
 from inferlab_bench.tokenizer import load_tokenizer
 from inferlab_bench.versions import package_version
@@ -38,6 +40,8 @@ class ChatTokenizer:
     _bound: SegmentBound | None
     _encode: Any
     _plans: Plans | None
+    _ascii: AsciiCounter | None
+    _checked: int
 
     def __init__(self, locator: str, template_kwargs: Mapping[str, Any] | None = None) -> None:
         """Starts loading on a background thread, so that loading overlaps whatever the
@@ -59,6 +63,8 @@ class ChatTokenizer:
         self._splitter = None if added is None else _splitter(added)
         self._bound = None if added is None else SegmentBound.for_backend(self._backend, added)
         self._encode = _batch_encoder(self._backend)
+        self._ascii = None if added is None else AsciiCounter.for_backend(self._backend)
+        self._checked = 0
         self._plans = Plans.for_tokenizer(self._tok, self.template_kwargs)
 
     def render(self, messages: Sequence[Mapping[str, str]]) -> str:
@@ -89,13 +95,69 @@ class ChatTokenizer:
         return str(text)
 
     def count_texts(self, texts: Sequence[str]) -> list[int]:
-        """Exact token counts of already-rendered texts (no special tokens added), batched."""
+        """Exact token counts of already-rendered texts (no special tokens added), batched.
+
+        Plain-ASCII texts are counted by word where ``pretoken`` mirrors the tokenizer
+        exactly; the first ``pretoken.CHECKED`` of them are also encoded, and one
+        difference turns that path off for good.
+        """
         self.ready()
+        fast = [self._ascii_count(t) for t in texts] if self._ascii is not None else []
+        if not any(c is not None for c in fast):
+            return self._encode_counts(texts)
+        rest = [t for t, c in zip(texts, fast, strict=True) if c is None]
+        encoded = iter(self._encode_counts(rest))
+        counts = [next(encoded) if c is None else c for c in fast]
+        if self._checked < pretoken.CHECKED:
+            self._check(texts, fast, counts)
+        return counts
+
+    def _ascii_count(self, text: str) -> int | None:
+        split = self.split_segments(text)
+        if split is None or self._ascii is None:
+            return None
+        segments, total = split
+        for segment in segments:
+            count = self._ascii.count(segment)
+            if count is None:
+                return None
+            total += count
+        return total
+
+    def _check(self, texts: Sequence[str], fast: list[int | None], counts: list[int]) -> None:
+        """Encode the accepted ones too; on a difference, correct ``counts`` in place."""
+        accepted = [i for i, c in enumerate(fast) if c is not None]
+        real = self._encode_counts([texts[i] for i in accepted])
+        self._checked += len(accepted)
+        for i, n in zip(accepted, real, strict=True):
+            if counts[i] != n:
+                self._ascii = None  # never again in this process
+                counts[i] = n
+
+    def _encode_counts(self, texts: Sequence[str]) -> list[int]:
         if not texts:
             return []
         if self._encode is not None:
-            return [len(encoding) for encoding in self._encode(list(texts), False)]
+            encoded = self._encode(list(texts), add_special_tokens=False)
+            return [len(encoding) for encoding in encoded]
         return [len(self._tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
+
+    def upper_bound(self, segment: str) -> int | None:
+        """A number never below the segment's count; None when no bound is proved."""
+        self.ready()
+        return None if self._bound is None else self._bound.at_most(segment)
+
+    def target_at_least(self, text: str) -> int:
+        """A number never above ``text``'s count (encoded without special tokens); 0 when
+        no bound is proved. Each added token is one token, each other segment at least one
+        (``bounds``), so most targets are proved to have two without being encoded."""
+        self.ready()
+        split = self.split_segments(text)
+        if self._bound is None or split is None:
+            return 0
+        segments, added = split
+        bound = self._bound
+        return added + sum(bound.at_least(segment) for segment in segments)
 
     def lower_bound(self, segment: str, room: int) -> int:
         """A number never above the segment's count; 0 when no bound is provable or when
@@ -210,6 +272,8 @@ class PrefixCounter:
     repeat across the candidate inputs of one conversation and are counted once. A
     candidate that looks too long is first checked with lower bounds (``bounds``): known
     counts plus the bounds of the rest already past the limit means it is never tokenized.
+    One that looks short is checked with upper bounds: known counts plus the bounds of the
+    rest within the limit means it fits, and it is not counted (None) until it is chosen.
     Otherwise unknown segments are encoded in one batch per step, as many as are likely to
     fit the room left (a guess from the tokens per character seen so far; it only decides
     the batch size, never a count), so a long tail past the limit is rarely tokenized.
@@ -221,17 +285,18 @@ class PrefixCounter:
         self._counts: dict[str, int] = {}
         self._bounds: dict[str, int] = {}
 
-    def __call__(self, messages: list[dict[str, str]], limit: int) -> int:
+    def __call__(self, messages: list[dict[str, str]], limit: int) -> int | None:
         text = self._tok.render(messages)
         split = self._tok.split_segments(text)
         if split is None:
             return self._tok.count_texts([text])[0]
         segments, total = split
         if self._looks_too_long(segments, total, limit):
-            # room 0: every segment's bound counts here, however short the segment
-            bounded = total + sum(self._at_least(segment, 0) for segment in segments)
+            bounded = self._bounded_past(segments, total, limit)
             if bounded > limit:
                 return bounded  # provably too long: never tokenized
+        elif self._fits(segments, total, limit):
+            return None  # provably fits: counted only if chosen
         for position, segment in enumerate(segments):
             if total > limit:
                 return total
@@ -252,6 +317,31 @@ class PrefixCounter:
             known = self._counts.get(segment)
             total += known if known is not None else int(len(segment) * ratio)
         return total > limit
+
+    def _bounded_past(self, segments: list[str], total: int, limit: int) -> int:
+        """Known counts plus lower bounds, summed until past ``limit`` (room 0: every
+        segment's bound counts here, however short the segment)."""
+        for segment in segments:
+            total += self._at_least(segment, 0)
+            if total > limit:
+                break
+        return total
+
+    def _fits(self, segments: list[str], total: int, limit: int) -> bool:
+        """Known counts plus upper bounds of the rest within ``limit`` (False if unproved,
+        and False when every count is known: then the exact sum is at hand)."""
+        bounded = False
+        for segment in segments:
+            known = self._counts.get(segment)
+            if known is None:
+                known = self._tok.upper_bound(segment)
+                if known is None:
+                    return False
+                bounded = True
+            total += known
+            if total > limit:
+                return False
+        return bounded
 
     def _at_least(self, segment: str, room: int) -> int:
         """The exact count if known, else a lower bound (0 if not worth computing)."""

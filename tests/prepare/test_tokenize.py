@@ -60,9 +60,19 @@ def test_counts_equal_the_template_at_and_around_the_limit(
 ) -> None:
     ours, reference = qwen
     exact = reference_count(reference, messages)
-    assert PrefixCounter(ours)(messages, 10_000) == exact
-    assert PrefixCounter(ours)(messages, exact) == exact
-    assert PrefixCounter(ours)(messages, exact - 1) > exact - 1
+    for limit in (10_000, exact, exact - 1):
+        assert_counted(PrefixCounter(ours)(messages, limit), exact, limit)
+
+
+def assert_counted(result: int | None, exact: int, limit: int) -> None:
+    """The ``CountUpTo`` contract: exact within the limit, past it when over, None only
+    when the input fits (proved by an upper bound)."""
+    if result is None:
+        assert exact <= limit
+    elif exact <= limit:
+        assert result == exact
+    else:
+        assert result > limit
 
 
 def test_whole_text_equals_added_tokens_plus_segments(qwen: tuple[ChatTokenizer, Any]) -> None:
@@ -100,7 +110,9 @@ def test_word_level_tokenizer_has_no_byte_bound(word_tokenizer: str) -> None:
     reference = AutoTokenizer.from_pretrained(word_tokenizer, local_files_only=True)
     messages = [{"role": "user", "content": "hello world </s> <s> one two " * 50}]
     assert ours.lower_bound("hello " * 100_000, 1) == 0
+    assert ours.upper_bound("hello") is None and ours.target_at_least("hello world") == 0
     exact = reference_count(reference, messages, preamble=True)
+    assert PrefixCounter(ours)(messages, 10_000) == exact  # no bound: always counted
     assert PrefixCounter(ours)(messages, exact) == exact
     assert PrefixCounter(ours)(messages, exact - 1) > exact - 1
 

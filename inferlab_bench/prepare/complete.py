@@ -1,0 +1,100 @@
+"""Exact counts for chosen entries that the bounds admitted without counting.
+
+The population records every chosen entry's input and target token counts, so those few are
+counted here, after selection; the rest of the table keeps only what its decisions needed.
+Each count is checked against the bound that admitted it: a count past the limit, or a
+target under two tokens, would mean a bound was wrong, and that fails the preparation
+rather than freezing a population the census does not describe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from inferlab_bench.errors import TokenizerError
+from inferlab_bench.prepare.materialize import UNCOUNTED, Conversation
+from inferlab_bench.prepare.table import int_column
+from inferlab_bench.prepare.tokenize import ChatTokenizer
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """One chosen row: its table position, conversation, split, and counts (maybe
+    ``UNCOUNTED``)."""
+
+    position: int
+    conversation: Conversation
+    end: int
+    input_tokens: int
+    target_tokens: int
+
+    @property
+    def complete(self) -> bool:
+        return UNCOUNTED not in (self.input_tokens, self.target_tokens)
+
+
+def complete_counts(
+    chosen: Sequence[Chosen],
+    tokenizer: Callable[[], ChatTokenizer],
+    max_input: int,
+) -> list[Chosen]:
+    """``chosen`` with every count exact; the tokenizer is only made if one is missing."""
+    missing = [c for c in chosen if not c.complete]
+    if not missing:
+        return list(chosen)
+    tok = tokenizer()
+    inputs = tok.count_texts([tok.render(c.conversation.chat(c.end)) for c in missing])
+    targets = tok.count_texts([c.conversation.messages[c.end][1] for c in missing])
+    counted = {}
+    for c, n_input, n_target in zip(missing, inputs, targets, strict=True):
+        _check(c, n_input, n_target, max_input)
+        counted[c.position] = Chosen(c.position, c.conversation, c.end, n_input, n_target)
+    return [counted.get(c.position, c) for c in chosen]
+
+
+def _check(c: Chosen, n_input: int, n_target: int, max_input: int) -> None:
+    """An ``UNCOUNTED`` input was proved to fit, an ``UNCOUNTED`` target to have two tokens;
+    a count already known must come out the same."""
+    target_floor = 2 if c.target_tokens == UNCOUNTED else 1
+    agrees = c.input_tokens in (UNCOUNTED, n_input) and c.target_tokens in (UNCOUNTED, n_target)
+    if n_input > max_input or n_target < target_floor or not agrees:
+        raise TokenizerError(_violated(c, n_input, n_target, max_input))
+
+
+def _violated(c: Chosen, n_input: int, n_target: int, max_input: int) -> str:
+    return (
+        f"record {c.conversation.index}: its exact counts (input {n_input} of at most "
+        f"{max_input}, target {n_target}) contradict the bound that admitted it "
+        f"(table: input {c.input_tokens}, target {c.target_tokens}); this is a bug in "
+        "inferlab_bench/prepare/bounds.py"
+    )
+
+
+def with_counts(table: pa.Table, chosen: Sequence[Chosen]) -> pa.Table | None:
+    """``table`` with the chosen rows' counts filled in, or None if it had them all."""
+    inputs = int_column(table, "input_tokens").copy()
+    targets = int_column(table, "target_tokens").copy()
+    positions = np.array([c.position for c in chosen], dtype=np.int64)
+    new_inputs = np.array([c.input_tokens for c in chosen], dtype=np.int64)
+    new_targets = np.array([c.target_tokens for c in chosen], dtype=np.int64)
+    if positions.size == 0 or (
+        np.array_equal(inputs[positions], new_inputs)
+        and np.array_equal(targets[positions], new_targets)
+    ):
+        return None
+    inputs[positions], targets[positions] = new_inputs, new_targets
+    table = _replaced(table, "input_tokens", inputs)
+    return _replaced(table, "target_tokens", targets)
+
+
+def _replaced(table: pa.Table, name: str, values: npt.NDArray[np.int64]) -> pa.Table:
+    """Built from a buffer, not a Python list (see ``table.int_column``)."""
+    data = np.ascontiguousarray(values, dtype=np.int32)
+    array = pa.Array.from_buffers(pa.int32(), len(data), [None, pa.py_buffer(data)])
+    where = table.schema.get_field_index(name)
+    return table.set_column(where, table.schema.field(name), array)

@@ -1,0 +1,117 @@
+"""Counting plain-ASCII segments by word equals the tokenizer's own encode, or is refused."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+
+from inferlab_bench.prepare.pretoken import AsciiCounter
+from inferlab_bench.prepare.tokenize import ChatTokenizer
+from tests.prepare.conftest import QWEN_DIR, REAL_SAMPLE
+
+ASCII_PIECES = [
+    "word",
+    "Words",
+    "don't",
+    "IT'S",
+    "'re",
+    "'LL",
+    "'Ve",
+    "'d",
+    "'m",
+    "''s",
+    "x'S'",
+    "42",
+    "31415926535",
+    "2024-12-04",
+    "3.14",
+    "  ",
+    "\t",
+    "\n",
+    "\r\n",
+    " \n ",
+    "\n\n\n",
+    "   x",
+    "\v",
+    "\f",
+    ",",
+    "...",
+    "--",
+    "C++",
+    "snake_case",
+    "a_b",
+    "<|im_end",
+    "<s>",
+    "$$",
+    "#!/bin",
+    "{'a': [1, 2]}",
+    "x=1;",
+    "   \t  \n",
+    "\x7f",
+    "\x00",
+    "\x08",
+]
+
+
+def _ascii_texts(seed: int, count: int) -> list[str]:
+    rng = random.Random(seed)
+    return [
+        "".join(rng.choice(ASCII_PIECES) + rng.choice(["", " ", "  ", "\n"]) for _ in range(60))
+        for _ in range(count)
+    ]
+
+
+@pytest.fixture(params=["qwen2", "llama3"])
+def tok(request: pytest.FixtureRequest) -> ChatTokenizer:
+    if request.param == "qwen2":
+        return ChatTokenizer(QWEN_DIR)
+    return ChatTokenizer(str(request.getfixturevalue("llama3_tokenizer")))
+
+
+def test_word_counts_equal_encode_on_real_and_adversarial_ascii(tok: ChatTokenizer) -> None:
+    tok.ready()
+    counter: Any = tok._ascii  # noqa: SLF001 (the path under test)
+    assert counter is not None
+    records = json.loads(REAL_SAMPLE.read_text())
+    texts = [t["value"] for r in records for t in r["conversations"]] + _ascii_texts(5, 500)
+    texts += ASCII_PIECES
+    segments = [s for text in texts for s in (tok.split_segments(text) or ([], 0))[0]]
+    real = tok._encode_counts(segments)  # noqa: SLF001
+    accepted = 0
+    for segment, count in zip(segments, real, strict=True):
+        fast = counter.count(segment)
+        if fast is not None:
+            accepted += 1
+            assert fast == count, segment[:80]
+            assert "".join(counter._split(segment)) == segment  # noqa: SLF001 (no gaps)
+    assert accepted > 0.8 * len(segments)
+
+
+def test_text_the_engines_might_split_differently_is_refused() -> None:
+    tok = ChatTokenizer(QWEN_DIR)
+    tok.ready()
+    counter: Any = tok._ascii  # noqa: SLF001
+    for text in ["a\x1cb", "x\x1fy", "caf\u00e9", "'\u017f", "\u0085"]:
+        assert counter.count(text) is None
+
+
+def test_only_mirrored_pre_tokenizers_get_the_word_counter(
+    gpt2_tokenizer: str, word_tokenizer: str
+) -> None:
+    for locator in (gpt2_tokenizer, word_tokenizer):
+        tok = ChatTokenizer(locator)
+        tok.ready()
+        assert AsciiCounter.for_backend(tok._backend) is None  # noqa: SLF001
+
+
+def test_a_difference_turns_the_word_counter_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    tok = ChatTokenizer(QWEN_DIR)
+    tok.ready()
+    wrong: Any = tok._ascii  # noqa: SLF001
+    monkeypatch.setattr(wrong, "count", lambda segment: 1)
+    texts = ["several words of plain text", "and more"]
+    assert tok.count_texts(texts) == tok._encode_counts(texts)  # noqa: SLF001
+    assert tok._ascii is None  # noqa: SLF001
