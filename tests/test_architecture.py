@@ -142,3 +142,41 @@ def test_stages_never_print() -> None:
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print":
                 offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     assert not offenders, offenders
+
+
+def test_the_case_runs_its_load_only_through_the_engine_seam() -> None:
+    """One orchestration: the stage hands the load to an engine and never starts AIPerf
+    itself; only the local engine reaches the subprocess, and kube plugs into the seam."""
+    case = PACKAGE / "case"
+    stage = internal_modules(case / "stage.py")
+    assert "inferlab_bench.case.runner" not in stage and "inferlab_bench.kube" not in stage
+    runner_users = sorted(
+        str(p.relative_to(PACKAGE))
+        for p in PACKAGE.rglob("*.py")
+        if "inferlab_bench.case.runner" in internal_modules(p)
+    )
+    assert runner_users == ["case/local.py"]
+    job = internal_modules(PACKAGE / "kube" / "job.py")
+    assert "inferlab_bench.case.engine" in job and "inferlab_bench.case.runner" not in job
+
+
+def internal_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+def test_both_engines_satisfy_the_seam() -> None:
+    from inferlab_bench.case.engine import LoadEngine
+    from inferlab_bench.case.local import LocalEngine
+    from inferlab_bench.kube.job import KubeEngine
+    from inferlab_bench.kube.options import KubeOptions
+
+    for engine in (LocalEngine(), KubeEngine(KubeOptions(namespace="bench"))):
+        assert isinstance(engine, LoadEngine)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any, Protocol, runtime_checkable
 
 from inferlab_bench.case.reset import ResetTarget
 from inferlab_bench.interrupts import Guard
@@ -57,6 +57,7 @@ class EngineOutcome:
     """Engine-specific evidence (manifests, engine logs) beside AIPerf's own outputs."""
 
 
+@runtime_checkable
 class LoadEngine(Protocol):
     """Where a case's load runs."""
 
