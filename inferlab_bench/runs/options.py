@@ -46,7 +46,6 @@ from inferlab_bench.runs.rules import (
     Required,
     Rule,
     check,
-    given,
     rule_error,
 )
 from inferlab_bench.simulator.config import FaultConfig, LatencyConfig, SimulatorConfig
@@ -353,6 +352,5 @@ __all__ = [
     "RunFlags",
     "SimulateFlags",
     "SweepFlags",
-    "given",
     "simulator_config",
 ]
