@@ -47,7 +47,6 @@ from inferlab_bench.runs.rules import (
     Required,
     Rule,
     check,
-    given,
     rule_error,
 )
 from inferlab_bench.simulator.config import FaultConfig, LatencyConfig, SimulatorConfig
@@ -356,6 +355,5 @@ __all__ = [
     "RunFlags",
     "SimulateFlags",
     "SweepFlags",
-    "given",
     "simulator_config",
 ]

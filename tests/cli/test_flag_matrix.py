@@ -7,6 +7,7 @@ stdout and nothing written. A few run as real subprocesses to show what reaches 
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -29,7 +30,8 @@ from tests.cli.flag_matrix import (
     variants,
 )
 
-FILES = Files(Path(tempfile.mkdtemp(prefix="inferlab-flag-matrix-")))
+# Named at collection (the variants hold its paths), created and removed by the fixture.
+FILES = Files(Path(tempfile.gettempdir()) / f"inferlab-flag-matrix-{os.getpid()}")
 VARIANTS = variants(FILES)
 
 
