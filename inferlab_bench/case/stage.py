@@ -55,6 +55,8 @@ RESULT_RESERVE_SECONDS = 2.0
 COLD_WAVE = 256
 """At most this many first profiling requests are judged by the cold-start check."""
 _PREFIX = aiperf_config.ARTIFACT_PREFIX
+PROFILING_START_METRICS = "server-metrics-profiling-start.json"
+"""The server's /metrics as our plugin read it between warmup and profiling."""
 
 
 @dataclass(frozen=True)
@@ -278,6 +280,7 @@ def _run_aiperf(
             target=hook_target,
             timeout=min(30.0, _remaining(case)),
             evidence_path=case.root / "reset-evidence.json",
+            metrics_path=case.root / PROFILING_START_METRICS,
         )
         env[ENV_VAR] = settings.to_env()
     case.aiperf_dir.mkdir(parents=True, exist_ok=True)
@@ -523,7 +526,13 @@ def _write_validity(
 def _write_server_metrics(case: _Case, records: CaseRecords) -> None:
     """server-metrics.json: the server's counter deltas over the run beside our sums."""
     before, after = case.metrics_window
-    document = server_metrics.comparison(before, after, server_metrics.our_totals(records))
+    at_profiling = case.root / PROFILING_START_METRICS
+    profiling_only = at_profiling.is_file()
+    if profiling_only:
+        before = server_metrics.read_scrape(at_profiling)
+    ours = server_metrics.our_totals(records, profiling_only=profiling_only)
+    window = "profiling" if profiling_only else "aiperf-run"
+    document = server_metrics.comparison(before, after, ours, window)
     case.write_json("server-metrics", "summary", document)
 
 

@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 from tests.engine.conftest import StartServer
-from tests.engine.support import artifact, case_request, repeating_population, run_json_case
+from tests.engine.support import (
+    OUTPUT_TOKENS,
+    artifact,
+    case_request,
+    repeating_population,
+    run_json_case,
+)
 
 pytestmark = pytest.mark.slow
 WARMUP, REQUESTS = 2, 4
@@ -46,6 +52,12 @@ def test_with_the_reset_the_first_measured_requests_read_no_cached_tokens(
     assert validity["verdicts"]["cache_cold"] == "pass", validity["cache"]
     warmup, profiling = validity["cache"]["phases"]
     assert warmup["phase"] == "warmup" and profiling["phase"] == "profiling"
+    # Our plugin read /metrics between warmup and profiling: the profiling phase alone.
+    metrics = artifact(result, "server-metrics")
+    assert metrics["window"] == "profiling"
+    assert metrics["figures"]["output_tokens"]["ours"] == REQUESTS * OUTPUT_TOKENS
+    for name, figure in metrics["figures"].items():
+        assert figure["difference"] == 0, (name, figure)
 
 
 def test_erasing_one_slot_of_two_leaves_the_cache_warm_and_the_case_says_so(
