@@ -37,6 +37,6 @@ def test_strict_refuses_failed_requests(tmp_path: Path, capsys: pytest.CaptureFi
     err = capsys.readouterr().err
     assert "--strict: validity verdict failed: c2: requests_succeeded" in err
     [line] = validity_lines(case)
-    assert "2 of 8 requests failed (transport 2)" in line
+    assert "2 of 8 requests failed: transport 2" in line
     detailed = validity_lines(case, detailed=True)
-    assert detailed[0] == "validity: fail (2 of 8 requests failed (transport 2))"
+    assert detailed[0] == "validity: fail (2 of 8 requests failed: transport 2)"
