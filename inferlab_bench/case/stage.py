@@ -64,7 +64,7 @@ class CaseOptions:
     """What the command line adds to the request."""
 
     prefix_cache_reset: str | None = None
-    """``vllm|sglang|tokenspeed|none|METHOD:/path``; None = decide from the server."""
+    """``reset.OPTION_HELP`` (vllm, llamacpp, METHOD:/path ...); None = decide from the server."""
     echo: IO[str] | None = None
     """Where AIPerf's output is streamed (stderr when None)."""
     connections: str | None = None
