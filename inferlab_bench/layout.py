@@ -35,6 +35,8 @@ AIPERF_CONFIG_FILE = "aiperf-config.json"
 REQUEST_BODY_FILE = "request-body.json"
 AIPERF_CONSOLE_LOG = "aiperf-output.log"
 RESET_EVIDENCE_FILE = "reset-evidence.json"
+PROFILING_START_METRICS = "server-metrics-profiling-start.json"
+"""The server's /metrics as our AIPerf plugin read it between warmup and profiling."""
 VALIDITY_FILE = "validity.json"
 
 # --- A human run directory (one case, or one per sweep point / trial). ---

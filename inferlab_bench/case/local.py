@@ -10,7 +10,12 @@ from inferlab_bench.case import runner
 from inferlab_bench.case.aiperf_plugin.hook import ENV_VAR, HookSettings
 from inferlab_bench.case.engine import EngineOutcome, EngineRun
 from inferlab_bench.case.reset import ResetTarget
-from inferlab_bench.layout import AIPERF_CONSOLE_LOG, RESET_EVIDENCE_FILE, cache_root
+from inferlab_bench.layout import (
+    AIPERF_CONSOLE_LOG,
+    PROFILING_START_METRICS,
+    RESET_EVIDENCE_FILE,
+    cache_root,
+)
 from inferlab_bench.protocol import BenchClientRequest
 
 DEAD_HUB_ENDPOINT = "http://127.0.0.1:9"
@@ -44,6 +49,7 @@ class LocalEngine:
                 target=run.reset_after_warmup,
                 timeout=min(RESET_TIMEOUT_SECONDS, max(1.0, run.guard.remaining())),
                 evidence_path=request.artifact_dir / RESET_EVIDENCE_FILE,
+                metrics_path=request.artifact_dir / PROFILING_START_METRICS,
             )
             env[ENV_VAR] = settings.to_env()
         log_path = request.artifact_dir / AIPERF_CONSOLE_LOG

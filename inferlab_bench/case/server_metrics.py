@@ -2,9 +2,11 @@
 
 Scraped right before AIPerf starts (after any reset) and right after it exits, so the
 window holds every request AIPerf sent (warmup and profiling) and nothing else the case
-sent. The counters each server family exposes for the token totals are mapped to ours:
-the sums of ``usage.prompt_tokens``, of the output lengths and of the cached prompt tokens
-over the same records. Differences are reported, not judged here.
+sent. When our plugin runs between warmup and profiling (the reset after warmup) it also
+scrapes there, and the window is the profiling phase alone. The counters each server
+family exposes for the token totals are mapped to ours: the sums of ``usage.prompt_tokens``,
+of the output lengths and of the cached prompt tokens over the same records. Differences
+are reported, not judged here.
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
 import numpy.typing as npt
+import orjson
 
+from inferlab_bench.atomic import write_bytes_atomic
 from inferlab_bench.case.records import CaseRecords, RecordColumns
 
 SCHEMA_VERSION = 1
@@ -63,10 +68,41 @@ def scrape(base_url: str, timeout: float = 5.0) -> Scrape | None:
         response = httpx.get(base_url.rstrip("/") + "/metrics", timeout=timeout)
     except httpx.HTTPError:
         return None
+    return _scrape(response)
+
+
+async def scrape_async(base_url: str, timeout: float = 5.0) -> Scrape | None:
+    """``scrape`` for code running inside an event loop (the AIPerf plugin)."""
+    try:
+        async with httpx.AsyncClient(timeout=timeout) as client:
+            response = await client.get(base_url.rstrip("/") + "/metrics")
+    except httpx.HTTPError:
+        return None
+    return _scrape(response)
+
+
+def _scrape(response: httpx.Response) -> Scrape | None:
     if response.status_code != 200:
         return None
     values = parse_prometheus(response.text)
     return Scrape(time.time_ns(), values) if values else None
+
+
+def write_scrape(path: Path, found: Scrape | None) -> None:
+    """One scrape as JSON (``null`` when the server serves no metrics)."""
+    document = None if found is None else {"time_ns": found.time_ns, "values": found.values}
+    write_bytes_atomic(path, orjson.dumps(document) + b"\n")
+
+
+def read_scrape(path: Path) -> Scrape | None:
+    """What ``write_scrape`` wrote; None when absent or unreadable."""
+    try:
+        document = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    if not isinstance(document, dict):
+        return None
+    return Scrape(int(document["time_ns"]), {k: float(v) for k, v in document["values"].items()})
 
 
 def parse_prometheus(text: str) -> dict[str, float]:
@@ -84,21 +120,15 @@ def parse_prometheus(text: str) -> dict[str, float]:
     return values
 
 
-def our_totals(records: CaseRecords) -> dict[str, float]:
-    """Our figures over every succeeded record (warmup and profiling), as the server counts."""
+def our_totals(records: CaseRecords, *, profiling_only: bool = False) -> dict[str, float]:
+    """Our figures over the succeeded records of the window, as the server counts them."""
+    phases = (records.profiling,) if profiling_only else (records.warmup, records.profiling)
     ours: dict[str, float] = {}
     for tag, figure in _OUR_TAGS:
-        values = np.concatenate(
-            [_succeeded(records.warmup, tag), _succeeded(records.profiling, tag)]
-        )
+        values = np.concatenate([_succeeded(phase, tag) for phase in phases])
         if values.size and not np.all(np.isnan(values)):
             ours[figure] = float(np.nansum(values))
-    ours["requests"] = float(
-        sum(
-            len(_succeeded(phase, "request_latency"))
-            for phase in (records.warmup, records.profiling)
-        )
-    )
+    ours["requests"] = float(sum(len(_succeeded(p, "request_latency")) for p in phases))
     return ours
 
 
@@ -119,10 +149,13 @@ def family(values: Mapping[str, float]) -> str | None:
 
 
 def comparison(
-    before: Scrape | None, after: Scrape | None, ours: Mapping[str, float]
+    before: Scrape | None,
+    after: Scrape | None,
+    ours: Mapping[str, float],
+    window: str = "aiperf-run",
 ) -> dict[str, Any]:
     """server-metrics.json: the server's deltas beside our totals, per mapped figure."""
-    document: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "window": "aiperf-run"}
+    document: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "window": window}
     if before is None or after is None:
         return document | {"served": False, "figures": {}}
     kind = family(after.values)

@@ -51,6 +51,7 @@ from inferlab_bench.errors import (
 from inferlab_bench.layout import (
     AIPERF_CONFIG_FILE,
     AIPERF_DIR,
+    PROFILING_START_METRICS,
     REQUEST_BODY_FILE,
     RESET_EVIDENCE_FILE,
     VALIDITY_FILE,
@@ -81,7 +82,7 @@ class CaseOptions:
     """What the command line adds to the request."""
 
     prefix_cache_reset: str | None = None
-    """``vllm|sglang|tokenspeed|none|METHOD:/path``; None = decide from the server."""
+    """``reset.OPTION_HELP`` (vllm, llamacpp, METHOD:/path ...); None = decide from the server."""
     echo: IO[str] | None = None
     """Where AIPerf's output is streamed (nowhere but its log when None)."""
     connections: str | None = None
@@ -500,7 +501,13 @@ def _write_validity(
 def _write_server_metrics(case: _Case, records: CaseRecords) -> None:
     """server-metrics.json: the server's counter deltas over the run beside our sums."""
     before, after = case.metrics_window
-    document = server_metrics.comparison(before, after, server_metrics.our_totals(records))
+    at_profiling = case.root / PROFILING_START_METRICS
+    profiling_only = at_profiling.is_file()
+    if profiling_only:
+        before = server_metrics.read_scrape(at_profiling)
+    ours = server_metrics.our_totals(records, profiling_only=profiling_only)
+    window = "profiling" if profiling_only else "aiperf-run"
+    document = server_metrics.comparison(before, after, ours, window)
     case.write_json("server-metrics.json", "summary", document)
 
 

@@ -109,11 +109,11 @@ class FailedRequests(Figures):
     check: Check
 
     def in_words(self) -> str:
-        """``6 of 24 requests failed (transport 6)`` or ``all 24 requests succeeded``."""
+        """``6 of 24 requests failed: transport 6`` or ``all 24 requests succeeded``."""
         if not self.failed:
             return f"all {self.requests} requests succeeded"
         counts = ", ".join(f"{c.error_class.value} {c.count}" for c in self.classes)
-        return f"{self.failed} of {self.requests} requests failed ({counts})"
+        return f"{self.failed} of {self.requests} requests failed: {counts}"
 
 
 def assess_failures(records: PhaseRecords) -> FailedRequests:

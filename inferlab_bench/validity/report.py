@@ -126,7 +126,7 @@ def failed_check_text(check: Check) -> str:
 
 
 def _failures_headline(failures: FailedRequests | None) -> str:
-    """`` (6 of 24 requests failed: transport 6)`` when any failed, so the first line says it."""
+    """`` (6 of 24 requests failed: transport 6)``: the first line says it when any failed."""
     if failures is None or not failures.failed:
         return ""
     return f" ({failures.in_words()})"

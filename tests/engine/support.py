@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -90,25 +91,30 @@ def case_request(
     )
 
 
-def run_json_case(request: BenchClientRequest, *args: str) -> dict[str, Any]:
+def run_json_case(
+    request: BenchClientRequest, *args: str, env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """``inferlab-bench case`` (JSON mode) as a control plane runs it; returns the result."""
     folder = request.artifact_dir.parent
     request_path = folder / f"{request.artifact_dir.name}-request.json"
     result_path = folder / f"{request.artifact_dir.name}-result.json"
     request_path.write_bytes(dump_json(request))
-    proc = cli("case", "--input", str(request_path), "--output", str(result_path), *args)
+    proc = cli("case", "--input", str(request_path), "--output", str(result_path), *args, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result: dict[str, Any] = json.loads(result_path.read_text())
     return result
 
 
-def cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, timeout: float = 240, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "inferlab_bench", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         stdin=subprocess.DEVNULL,
+        env=None if env is None else {**os.environ, **env},
     )
 
 

@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 from tests.engine.conftest import StartServer
-from tests.engine.support import artifact, case_request, repeating_population, run_json_case
+from tests.engine.support import (
+    OUTPUT_TOKENS,
+    artifact,
+    case_request,
+    repeating_population,
+    run_json_case,
+)
 
 pytestmark = pytest.mark.slow
 WARMUP, REQUESTS = 2, 4
@@ -40,12 +46,18 @@ def test_with_the_reset_the_first_measured_requests_read_no_cached_tokens(
     urls = [call["url"].removeprefix(server.base_url) for call in evidence["calls"]]
     assert urls == ["/slots", "/slots/0?action=erase", "/slots/1?action=erase"]
     assert artifact(result, "prompt-cache-probe")["ram_prompt_cache_on"] is False
-    verdict = artifact(result, "cold-start")["verdict"]
-    assert verdict["cold"] is True and verdict["first_request_cached_tokens"] == 0, verdict
     validity = artifact(result, "validity")
+    verdict = validity["cache"]["cold_start"]
+    assert verdict["cold"] is True and verdict["first_request_cached_tokens"] == 0, verdict
     assert validity["verdicts"]["cache_cold"] == "pass", validity["cache"]
     warmup, profiling = validity["cache"]["phases"]
     assert warmup["phase"] == "warmup" and profiling["phase"] == "profiling"
+    # Our plugin read /metrics between warmup and profiling: the profiling phase alone.
+    metrics = artifact(result, "server-metrics")
+    assert metrics["window"] == "profiling"
+    assert metrics["figures"]["output_tokens"]["ours"] == REQUESTS * OUTPUT_TOKENS
+    for name, figure in metrics["figures"].items():
+        assert figure["difference"] == 0, (name, figure)
 
 
 def test_erasing_one_slot_of_two_leaves_the_cache_warm_and_the_case_says_so(

@@ -79,7 +79,7 @@ def test_a_run_with_failed_requests_is_never_valid() -> None:
     }
     lines = summary_lines(doc)
     assert lines[0] == (
-        "validity: fail (6 of 24 requests failed (transport 4, http_status 1, malformed_stream 1))"
+        "validity: fail (6 of 24 requests failed: transport 4, http_status 1, malformed_stream 1)"
     )
     assert "Server disconnected" in "\n".join(lines)
     [check] = doc.failed_checks()

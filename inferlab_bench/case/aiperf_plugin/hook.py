@@ -22,6 +22,8 @@ class HookSettings:
     target: ResetTarget
     timeout: float
     evidence_path: Path
+    metrics_path: Path | None = None
+    """Where to write the server's /metrics read right before the first profiling credit."""
 
     def to_env(self) -> str:
         return orjson.dumps(
@@ -32,6 +34,7 @@ class HookSettings:
                 "origin": self.target.origin,
                 "timeout": self.timeout,
                 "evidence_path": str(self.evidence_path),
+                "metrics_path": None if self.metrics_path is None else str(self.metrics_path),
             }
         ).decode()
 
@@ -39,4 +42,11 @@ class HookSettings:
     def from_env(cls, text: str) -> HookSettings:
         data: dict[str, Any] = orjson.loads(text)
         target = ResetTarget(data["method"], data["path"], data["origin"])
-        return cls(data["base_url"], target, float(data["timeout"]), Path(data["evidence_path"]))
+        metrics = data.get("metrics_path")
+        return cls(
+            data["base_url"],
+            target,
+            float(data["timeout"]),
+            Path(data["evidence_path"]),
+            None if metrics is None else Path(metrics),
+        )

@@ -9,6 +9,7 @@ from aiperf.timing.strategies.request_rate import RequestRateStrategy
 
 from inferlab_bench.case.aiperf_plugin.hook import ENV_VAR, HookSettings
 from inferlab_bench.case.reset import raise_unless_ok, reset_all_async, write_evidence
+from inferlab_bench.case.server_metrics import scrape_async, write_scrape
 
 
 class ResetAfterWarmupStrategy(RequestRateStrategy):  # type: ignore[misc]
@@ -29,3 +30,6 @@ class ResetAfterWarmupStrategy(RequestRateStrategy):  # type: ignore[misc]
         for call in calls:
             self.notice(f"inferlab: prefix-cache reset {call.method} {call.url} -> {call.status}")
             raise_unless_ok(call)
+        if settings.metrics_path is not None:
+            found = await scrape_async(settings.base_url, min(5.0, settings.timeout))
+            write_scrape(settings.metrics_path, found)
