@@ -41,6 +41,9 @@ class EngineRun:
     """Where the load generator's console output is streamed (None: only its log)."""
     aiperf_env: Mapping[str, str] = field(default_factory=dict)
     """AIPerf settings (environment variables) this server needs, e.g. its connections."""
+    artifacts: list[RawArtifact] = field(default_factory=list)
+    """Where the engine lists its own evidence (manifests, engine logs) as it writes it, so
+    that a failed run still lists them."""
 
 
 @dataclass(frozen=True)
@@ -53,8 +56,6 @@ class EngineOutcome:
     stopped_by: str | None = None
     """None, ``deadline`` or ``signal``: the stage, not the load generator, ended it."""
     duration: float = 0.0
-    artifacts: tuple[RawArtifact, ...] = field(default_factory=tuple)
-    """Engine-specific evidence (manifests, engine logs) beside AIPerf's own outputs."""
 
 
 @runtime_checkable

@@ -44,6 +44,7 @@ from inferlab_bench.errors import (
     DigestMismatchError,
     InferlabError,
     LoadGeneratorError,
+    OutputError,
     PopulationError,
     PrefixCacheResetError,
     RecordsError,
@@ -197,8 +198,9 @@ def _make_artifact_dir(path: Path) -> None:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise LoadGeneratorError(
-            f"artifact_dir {path}: cannot create it ({exc.strerror or exc})",
+        raise OutputError(
+            path,
+            f"artifact_dir: cannot create it ({exc.strerror or exc})",
             hint="give a directory this user can create and write",
         ) from exc
 
@@ -322,12 +324,12 @@ def _run_engine(case: _Case, run: EngineRun) -> EngineOutcome:
     try:
         outcome = case.engine.run(run)
     finally:
+        for artifact in run.artifacts:
+            case.add(artifact.name, artifact.kind, artifact.path)
         _collect_outputs(case)
     if scrape and outcome.stopped_by is None:
         case.metrics_window.append(server_metrics.scrape(base_url, timeout=5.0))
     case.command, case.exit_code = outcome.command, outcome.exit_code
-    for artifact in outcome.artifacts:
-        case.add(artifact.name, artifact.kind, artifact.path)
     case.add("aiperf-output", "log", outcome.log_path)
     if outcome.stopped_by is not None:
         raise case.guard.stopped("deadline" if outcome.stopped_by == "deadline" else "SIGTERM")

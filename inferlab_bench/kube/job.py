@@ -107,7 +107,9 @@ class KubeEngine:
     def run(self, run: EngineRun) -> EngineOutcome:
         request = run.request
         prepared = prepare_kube_case(request, self.options, local_config=run.config)
+        run.artifacts.extend(prepared.artifacts)
         log_path = prepared.directory / ENGINE_LOG
+        run.artifacts.append(RawArtifact(name="kube-engine-log", kind="log", path=log_path))
         outcome = engine.run_job(
             prepared.manifests.name,
             prepared.custom_resource,
@@ -118,14 +120,11 @@ class KubeEngine:
             guard=run.guard,
         )
         command = list(outcome.submit.argv) if outcome.submit else []
-        artifacts = (
-            *prepared.artifacts,
-            RawArtifact(name="kube-engine-log", kind="log", path=log_path),
+        if outcome.stopped_by is None:
+            _raise_for_outcome(prepared.manifests.name, outcome)
+        return EngineOutcome(
+            command, 0 if outcome.stopped_by is None else None, log_path, outcome.stopped_by
         )
-        if outcome.stopped_by is not None:
-            return EngineOutcome(command, None, log_path, outcome.stopped_by, 0.0, artifacts)
-        _raise_for_outcome(prepared.manifests.name, outcome)
-        return EngineOutcome(command, 0, log_path, None, 0.0, artifacts)
 
 
 def _replica_base_url(url: str) -> str:

@@ -69,6 +69,7 @@ def run_stubbed(stage: Stage, request_path: Path, output_path: Path) -> Outcome:
         request_model=stage.request_model,
         stage=stub,
         failed_result=stage.failed_result,
+        what=stage.name,
     )
     result = json.loads(output_path.read_bytes()) if output_path.is_file() else None
     return Outcome(code, result, accepted)

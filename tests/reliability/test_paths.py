@@ -14,6 +14,7 @@ from inferlab_bench import atomic
 from inferlab_bench.case import runner
 from inferlab_bench.cli import main
 from inferlab_bench.errors import OutputError
+from inferlab_bench.interrupts import Guard
 from tests.protocol import examples
 from tests.reliability.targets import OUTPUT_KINDS, fingerprint, make_fifo, make_user_file
 
@@ -92,7 +93,8 @@ def test_aiperf_log_is_not_written_through_a_planted_link(
     outcome = runner.run_aiperf(
         tmp_path / "config.json",
         log_path=log,
-        deadline=float("inf"),
+        guard=Guard("case", None),
+        stop_at=float("inf"),
         env=dict(os.environ),
         echo=io.StringIO(),
     )
@@ -150,6 +152,7 @@ def test_an_os_error_escaping_a_stage_names_the_file(tmp_path: Path) -> None:
         request_model=BenchClientRequest,
         stage=stage,  # type: ignore[arg-type]
         failed_result=STAGES["case"].failed_result,
+        what="case",
     )
     assert code == 0
     error = json.loads(output.read_bytes())["error"]

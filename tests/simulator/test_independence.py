@@ -27,7 +27,9 @@ def test_no_stage_imports() -> None:
         assert not bad, f"{path.name} imports {bad}"
 
 
-def test_transformers_enters_in_one_module() -> None:
+def test_the_simulator_loads_its_tokenizer_through_the_one_loader() -> None:
     package = Path(inferlab_bench.simulator.__file__).parent
     users = {p.name for p in package.rglob("*.py") if "transformers" in _imports(p)}
-    assert users == {"prompt.py"}
+    assert users == set()  # inferlab_bench.tokenizer is the one place a tokenizer is loaded
+    loaders = {p.name for p in package.rglob("*.py") if "inferlab_bench.tokenizer" in _imports(p)}
+    assert loaders == {"prompt.py"}

@@ -30,5 +30,5 @@ def test_qwen_chat_and_text_counts(qwen_dir: str) -> None:
 
 
 def test_missing_tokenizer_is_a_tokenizer_error() -> None:
-    with pytest.raises(TokenizerError, match="could not be loaded"):
+    with pytest.raises(TokenizerError, match="tokenizer /nonexistent/tokenizer/dir: not a local"):
         PromptTokenizer("/nonexistent/tokenizer/dir")
