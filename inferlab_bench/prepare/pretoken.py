@@ -30,7 +30,7 @@ Exact, not estimated, on the text it accepts:
   (no mark, no conjoining jamo, combining class 0), so the whole segment is normalized as is.
 
 Anything else returns None and is encoded by the tokenizer itself. As a guard against an
-argument gone wrong, each process also encodes its first ``CHECKED`` accepted segments
+argument gone wrong, each process also encodes its first ``CHECKED`` characters so counted
 and turns this path off for good at the first difference (``ChatTokenizer``).
 """
 
@@ -43,7 +43,7 @@ import regex
 
 from inferlab_bench.prepare.bounds import PATTERNS, byte_chars, pre_tokenizer_spec
 
-CHECKED = 256
+CHECKED = 200_000
 _UNICODE_FORMS = {"NFC", "NFKC", "NFD", "NFKD"}
 _REFUSED = regex.compile(r"[\x1c-\x1f]")
 _BYTE_CHARS = "".join(byte_chars())
@@ -53,7 +53,7 @@ _PROBES = ("aC", "Ca", "CCa", "!C", "C!", "CCCC", "x'Cy", "1C", "C1", " C\n", "C
 or a case-folded contraction letter) decides the pieces; ``C`` stands for the character."""
 
 
-class AsciiCounter:
+class WordCounter:
     """``count(segment)``: the exact token count of an accepted segment, else None."""
 
     def __init__(self, model: Any, pattern: str, backend: Any = None) -> None:
@@ -63,7 +63,7 @@ class AsciiCounter:
         self._chars: dict[str, bool] = {}  # non-ASCII character -> probed and mirrored
 
     @classmethod
-    def for_backend(cls, backend: Any) -> AsciiCounter | None:
+    def for_backend(cls, backend: Any) -> WordCounter | None:
         model, normalizer = backend.model, backend.normalizer
         if type(model).__name__ != "BPE" or getattr(model, "dropout", None):
             return None
