@@ -10,9 +10,10 @@ Shapes are calibrated against the one cost profile measured on the real file (DE
 the straightforward reference spends ~85% of its tokenizer time on candidates far past
 the 1024-token limit, ~4% on the inputs that fit, ~11% on targets): short questions, long
 answers, conversations of median 3-4 and mean ~7 turns with a long tail. On this file the
-reference spends 84% / 8% / 7% (``benchmarks/prepare.py`` prints it: fewer targets than
-the real file, more fitting inputs). Before this calibration it was 68% / 15% / 16%, more
-of the work where no shortcut applies, and the measured speedup was 9.9x (18.4x now).
+reference spends 84% / 8% / 7% (as the benchmark printed before it moved to real data:
+fewer targets than the real file, more fitting inputs). Before this calibration it was
+68% / 15% / 16%. Its speedups did not carry over to the real file (issue #23), so it is
+kept for unit tests only; ``benchmarks/prepare.py`` measures on real ShareGPT.
 
     python scripts/make_sharegpt_like.py OUT.json --conversations 94000 --seed 0
 """

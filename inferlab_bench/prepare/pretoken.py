@@ -1,4 +1,4 @@
-"""Exact token counts of plain-ASCII segments, by word, for the split patterns we have read.
+"""Exact token counts of segments, by word, for the split patterns we have read.
 
 A fast tokenizer encodes a segment (text between added tokens) as: normalize, split into
 pre-tokens with its regex, write each pre-token's bytes as ByteLevel characters, and run
@@ -20,51 +20,106 @@ Exact, not estimated, on the text it accepts:
   ``str.isspace`` and ``re`` count as space, are refused all the same: a margin that costs
   nothing on real text); every other ASCII character is neither letter, digit nor space in
   either. Both engines then find the same leftmost-first, greedy matches of the same
-  pattern. Every Unicode normalization leaves ASCII as it is.
+  pattern. Every Unicode normalization leaves ASCII as it is;
+- or its other characters were each probed (``_PROBES``) and pass: the pattern asks of a
+  character only whether it is a letter, a number, a space, one of ``\\r\\n``, or
+  case-folds to a contraction letter, and each probe's pieces depend on those answers, so
+  pieces equal to the backend's own pre-tokenizer's in every probe mean both engines give
+  the character the same answers (they may not for characters Unicode added or changed
+  lately). It must also pass the tokenizer's normalizer unchanged and compose with nothing
+  (no mark, no conjoining jamo, combining class 0), so the whole segment is normalized as is.
 
 Anything else returns None and is encoded by the tokenizer itself. As a guard against an
-argument gone wrong, each process also encodes its first ``CHECKED`` accepted segments
+argument gone wrong, each process also encodes its first ``CHECKED`` characters so counted
 and turns this path off for good at the first difference (``ChatTokenizer``).
 """
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 import regex
 
 from inferlab_bench.prepare.bounds import PATTERNS, byte_chars, pre_tokenizer_spec
 
-CHECKED = 256
+CHECKED = 200_000
 _UNICODE_FORMS = {"NFC", "NFKC", "NFD", "NFKD"}
 _REFUSED = regex.compile(r"[\x1c-\x1f]")
 _BYTE_CHARS = "".join(byte_chars())
+_NON_ASCII = regex.compile(r"[^\x00-\x7f]")
+_PROBES = ("aC", "Ca", "CCa", "!C", "C!", "CCCC", "x'Cy", "1C", "C1", " C\n", "C\n\n", "a C b")
+"""Texts in which a character's class for the split pattern (letter, number, space, other,
+or a case-folded contraction letter) decides the pieces; ``C`` stands for the character."""
 
 
-class AsciiCounter:
+class WordCounter:
     """``count(segment)``: the exact token count of an accepted segment, else None."""
 
-    def __init__(self, model: Any, pattern: str) -> None:
+    def __init__(self, model: Any, pattern: str, backend: Any = None) -> None:
         self._split = regex.compile(pattern).findall
         self._words = _WordCounts(model.tokenize)
+        self._backend = backend
+        self._chars: dict[str, bool] = {}  # non-ASCII character -> probed and mirrored
 
     @classmethod
-    def for_backend(cls, backend: Any) -> AsciiCounter | None:
+    def for_backend(cls, backend: Any) -> WordCounter | None:
         model, normalizer = backend.model, backend.normalizer
         if type(model).__name__ != "BPE" or getattr(model, "dropout", None):
             return None
         if normalizer is not None and type(normalizer).__name__ not in _UNICODE_FORMS:
             return None
         pattern = _split_pattern(pre_tokenizer_spec(backend) or {})
-        return None if pattern is None else cls(model, pattern)
+        return None if pattern is None else cls(model, pattern, backend)
 
     def count(self, segment: str) -> int | None:
-        if not segment.isascii() or _REFUSED.search(segment):
+        if _REFUSED.search(segment):
             return None
-        # No gaps to mirror: every ASCII character can start a match (letters, digits,
+        if not segment.isascii() and not self._all_mirrored(segment):
+            return None
+        # No gaps to mirror: every character we accept can start a match (letters, digits,
         # whitespace and ``[^\\s\\p{L}\\p{N}]`` each have an alternative), so findall skips
         # none (tests/prepare/test_pretoken.py checks the pieces join back to the text).
         return sum(map(self._words.__getitem__, self._split(segment)))
+
+    def _all_mirrored(self, segment: str) -> bool:
+        chars = self._chars
+        for char in set(_NON_ASCII.findall(segment)):
+            known = chars.get(char)
+            if known is None:
+                known = chars[char] = self._mirrored(char)
+            if not known:
+                return False
+        return True
+
+    def _mirrored(self, char: str) -> bool:
+        """Whether ``char`` may be counted here (see the module docstring: it passes the
+        normalizer unchanged, composes with nothing, and every probe splits alike)."""
+        if self._backend is None or not _composes_with_nothing(char):
+            return False
+        normalizer = self._backend.normalizer
+        if normalizer is not None and normalizer.normalize_str(char) != char:
+            return False
+        pre_tokenize = self._backend.pre_tokenizer.pre_tokenize_str
+        for probe in _PROBES:
+            text = probe.replace("C", char)
+            theirs = [piece for piece, _ in pre_tokenize(text)]
+            if theirs != [_byte_level(piece) for piece in self._split(text)]:
+                return False
+        return True
+
+
+def _composes_with_nothing(char: str) -> bool:
+    """Not a mark, not a conjoining Hangul jamo, canonical combining class 0, and not a
+    surrogate: no Unicode normalization joins it to a neighbour or reorders it."""
+    code = ord(char)
+    jamo = 0x1100 <= code <= 0x11FF or 0xA960 <= code <= 0xA97F or 0xD7B0 <= code <= 0xD7FF
+    category = unicodedata.category(char)
+    return not (jamo or category[0] == "M" or category == "Cs" or unicodedata.combining(char))
+
+
+def _byte_level(piece: str) -> str:
+    return "".join([_BYTE_CHARS[b] for b in piece.encode("utf-8")])
 
 
 class _WordCounts(dict[str, int]):
@@ -75,8 +130,7 @@ class _WordCounts(dict[str, int]):
         self._tokenize = tokenize
 
     def __missing__(self, word: str) -> int:
-        mapped = "".join([_BYTE_CHARS[b] for b in word.encode("ascii")])
-        count = self[word] = len(self._tokenize(mapped))
+        count = self[word] = len(self._tokenize(_byte_level(word)))
         return count
 
 

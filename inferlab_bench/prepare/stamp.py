@@ -6,7 +6,7 @@ ctime_ns. Any write changes mtime and ctime; ``utime`` can put mtime back, but s
 updates ctime, which no user call can set; replacing the file (rename over it) gives another
 inode or device. So an equal stamp means the bytes hashed earlier are the bytes there now;
 anything else means the file is hashed again (and a stamp taken around that hash is only
-kept when the file did not change while it was read).
+kept when the file did not change while it was read, nor in the ``SETTLED_NS`` before).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -23,6 +24,10 @@ from inferlab_bench.atomic import write_bytes_atomic
 from inferlab_bench.prepare.cache import cache_home, file_sha256
 
 STAMP_VERSION = 1
+SETTLED_NS = 2_000_000_000
+"""A stamp is only kept for a file last changed this long before it was hashed: on a file
+system with coarse timestamps a write just after the hash could leave every field equal
+(git calls such an entry racy). Such a file is simply hashed again next time."""
 
 
 @dataclass(frozen=True)
@@ -53,8 +58,10 @@ def file_digest(path: Path) -> Digest:
     trusted = _stored(path)
     if trusted is not None and trusted[0] == before:
         return Digest(trusted[1], "trusted-stamp")
+    started_ns = time.time_ns()
     sha256 = file_sha256(path)
-    if Stamp.of(path) == before:  # unchanged while read: the digest belongs to this stamp
+    settled = before.ctime_ns < started_ns - SETTLED_NS
+    if settled and Stamp.of(path) == before:  # the digest belongs to this stamp
         _store(path, before, sha256)
     return Digest(sha256, "recomputed")
 

@@ -12,7 +12,7 @@ from typing import Any
 from inferlab_bench.errors import TokenizerError
 from inferlab_bench.prepare import pretoken
 from inferlab_bench.prepare.bounds import SegmentBound
-from inferlab_bench.prepare.pretoken import AsciiCounter
+from inferlab_bench.prepare.pretoken import WordCounter
 from inferlab_bench.prepare.template import Plans
 from inferlab_bench.tokenizer import load_tokenizer
 from inferlab_bench.versions import package_version
@@ -40,7 +40,7 @@ class ChatTokenizer:
     _bound: SegmentBound | None
     _encode: Any
     _plans: Plans | None
-    _ascii: AsciiCounter | None
+    _by_word: WordCounter | None
     _checked: int
 
     def __init__(self, locator: str, template_kwargs: Mapping[str, Any] | None = None) -> None:
@@ -63,7 +63,7 @@ class ChatTokenizer:
         self._splitter = None if added is None else _splitter(added)
         self._bound = None if added is None else SegmentBound.for_backend(self._backend, added)
         self._encode = _batch_encoder(self._backend)
-        self._ascii = None if added is None else AsciiCounter.for_backend(self._backend)
+        self._by_word = None if added is None else WordCounter.for_backend(self._backend)
         self._checked = 0
         self._plans = Plans.for_tokenizer(self._tok, self.template_kwargs)
 
@@ -97,12 +97,12 @@ class ChatTokenizer:
     def count_texts(self, texts: Sequence[str]) -> list[int]:
         """Exact token counts of already-rendered texts (no special tokens added), batched.
 
-        Plain-ASCII texts are counted by word where ``pretoken`` mirrors the tokenizer
-        exactly; the first ``pretoken.CHECKED`` of them are also encoded, and one
+        Texts are counted by word where ``pretoken`` mirrors the tokenizer
+        exactly; the first ``pretoken.CHECKED`` characters so counted are also encoded, and one
         difference turns that path off for good.
         """
         self.ready()
-        fast = [self._ascii_count(t) for t in texts] if self._ascii is not None else []
+        fast = [self._word_count(t) for t in texts] if self._by_word is not None else []
         if not any(c is not None for c in fast):
             return self._encode_counts(texts)
         rest = [t for t, c in zip(texts, fast, strict=True) if c is None]
@@ -112,13 +112,13 @@ class ChatTokenizer:
             self._check(texts, fast, counts)
         return counts
 
-    def _ascii_count(self, text: str) -> int | None:
+    def _word_count(self, text: str) -> int | None:
         split = self.split_segments(text)
-        if split is None or self._ascii is None:
+        if split is None or self._by_word is None:
             return None
         segments, total = split
         for segment in segments:
-            count = self._ascii.count(segment)
+            count = self._by_word.count(segment)
             if count is None:
                 return None
             total += count
@@ -126,12 +126,15 @@ class ChatTokenizer:
 
     def _check(self, texts: Sequence[str], fast: list[int | None], counts: list[int]) -> None:
         """Encode the accepted ones too; on a difference, correct ``counts`` in place."""
-        accepted = [i for i, c in enumerate(fast) if c is not None]
+        accepted = []
+        for i, c in enumerate(fast):
+            if c is not None and self._checked < pretoken.CHECKED:
+                accepted.append(i)
+                self._checked += len(texts[i])
         real = self._encode_counts([texts[i] for i in accepted])
-        self._checked += len(accepted)
         for i, n in zip(accepted, real, strict=True):
             if counts[i] != n:
-                self._ascii = None  # never again in this process
+                self._by_word = None  # never again in this process
                 counts[i] = n
 
     def _encode_counts(self, texts: Sequence[str]) -> list[int]:

@@ -131,3 +131,19 @@ def test_each_bound_holds_against_the_exact_count(locator: str) -> None:
         assert tok.lower_bound(piece, 0) <= count <= upper, piece[:80]
     for text, count in zip(texts, tok.count_texts(texts), strict=True):
         assert tok.target_at_least(text) <= count, text[:80]
+
+
+def test_a_wrong_bound_fails_the_preparation_instead_of_freezing_it(
+    dataset: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Were a bound ever wrong, the chosen entries' exact counts contradict it: the result
+    fails, naming the record and the counts, rather than describing another census."""
+    records = [convo("7" * 150, "an answer of several words", id=f"c{i}") for i in range(3)]
+    source, catalog = dataset(records)
+    monkeypatch.setattr(ChatTokenizer, "upper_bound", lambda self, segment: 1)
+    request = prep_request(source, catalog, tmp_path / "o", required=2, max_input=64)
+    result = run_prepare(request, catalog_dir=catalog)
+    assert result.status.value == "failed"
+    assert "contradict the bound that admitted it" in (result.error or "")
+    assert "of at most 64" in (result.error or "") and "record " in (result.error or "")
+    assert not (tmp_path / "o" / "population.jsonl").exists()

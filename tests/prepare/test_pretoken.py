@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from inferlab_bench.prepare.pretoken import AsciiCounter
+from inferlab_bench.prepare.pretoken import WordCounter
 from inferlab_bench.prepare.tokenize import ChatTokenizer
 from tests.prepare.conftest import QWEN_DIR, REAL_SAMPLE
 
@@ -73,7 +73,7 @@ def tok(request: pytest.FixtureRequest) -> ChatTokenizer:
 
 def test_word_counts_equal_encode_on_real_and_adversarial_ascii(tok: ChatTokenizer) -> None:
     tok.ready()
-    counter: Any = tok._ascii  # noqa: SLF001 (the path under test)
+    counter: Any = tok._by_word  # noqa: SLF001 (the path under test)
     assert counter is not None
     records = json.loads(REAL_SAMPLE.read_text())
     texts = [t["value"] for r in records for t in r["conversations"]] + _ascii_texts(5, 500)
@@ -90,12 +90,26 @@ def test_word_counts_equal_encode_on_real_and_adversarial_ascii(tok: ChatTokeniz
     assert accepted > 0.8 * len(segments)
 
 
-def test_text_the_engines_might_split_differently_is_refused() -> None:
+def test_text_the_engines_might_split_or_normalize_differently_is_refused() -> None:
     tok = ChatTokenizer(QWEN_DIR)
     tok.ready()
-    counter: Any = tok._ascii  # noqa: SLF001
-    for text in ["a\x1cb", "x\x1fy", "caf\u00e9", "'\u017f", "\u0085"]:
-        assert counter.count(text) is None
+    counter: Any = tok._by_word  # noqa: SLF001
+    for text in ["a\x1cb", "x\x1fy", "cafe\u0301", "\u1100\u1161", "a\u0338"]:
+        assert counter.count(text) is None, text
+    assert counter.count("caf\u00e9 \u2019quoted\u201d \u2022 \u6570\u636e") is not None
+
+
+def test_non_ascii_accepted_by_probes_counts_exactly(tok: ChatTokenizer) -> None:
+    from tests.prepare.test_equivalence_real import ADVERSARIAL
+
+    tok.ready()
+    counter: Any = tok._by_word  # noqa: SLF001
+    texts = ADVERSARIAL + [a * 7 for a in ADVERSARIAL] + ["\u017f'\u017f x'\u017f \u212a'S"]
+    texts += ["".join(chr(c) for c in range(start, start + 400)) for start in (0xA0, 0x370, 0x2000)]
+    segments = [s for text in texts for s in (tok.split_segments(text) or ([], 0))[0]]
+    for segment, count in zip(segments, tok._encode_counts(segments), strict=True):  # noqa: SLF001
+        fast = counter.count(segment)
+        assert fast is None or fast == count, segment[:80]
 
 
 def test_only_mirrored_pre_tokenizers_get_the_word_counter(
@@ -104,14 +118,14 @@ def test_only_mirrored_pre_tokenizers_get_the_word_counter(
     for locator in (gpt2_tokenizer, word_tokenizer):
         tok = ChatTokenizer(locator)
         tok.ready()
-        assert AsciiCounter.for_backend(tok._backend) is None  # noqa: SLF001
+        assert WordCounter.for_backend(tok._backend) is None  # noqa: SLF001
 
 
 def test_a_difference_turns_the_word_counter_off(monkeypatch: pytest.MonkeyPatch) -> None:
     tok = ChatTokenizer(QWEN_DIR)
     tok.ready()
-    wrong: Any = tok._ascii  # noqa: SLF001
+    wrong: Any = tok._by_word  # noqa: SLF001
     monkeypatch.setattr(wrong, "count", lambda segment: 1)
     texts = ["several words of plain text", "and more"]
     assert tok.count_texts(texts) == tok._encode_counts(texts)  # noqa: SLF001
-    assert tok._ascii is None  # noqa: SLF001
+    assert tok._by_word is None  # noqa: SLF001

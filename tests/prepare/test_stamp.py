@@ -7,9 +7,18 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
+from inferlab_bench.prepare import stamp as stamps
 from inferlab_bench.prepare.stage import run_prepare
 from inferlab_bench.prepare.stamp import Stamp, file_digest
 from tests.prepare.conftest import convo, prep_request, write_catalog
+
+
+@pytest.fixture(autouse=True)
+def settled_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The files here were written a moment ago; see the last test for the margin."""
+    monkeypatch.setattr(stamps, "SETTLED_NS", -(10**12))
 
 
 def test_second_read_trusts_the_stamp_and_any_change_rehashes(tmp_path: Path) -> None:
@@ -68,3 +77,13 @@ def test_manifest_says_whether_the_digest_was_recomputed_or_trusted(
     assert result.status.value == "succeeded", result.error
     manifest = json.loads((tmp_path / "c" / "preparation-manifest.json").read_text())
     assert manifest["source_digest"] == "recomputed"
+
+
+def test_a_file_changed_just_before_its_hash_gets_no_stamp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stamps, "SETTLED_NS", 2_000_000_000)
+    path = tmp_path / "data.json"
+    path.write_bytes(b"[1]")
+    assert file_digest(path).source == "recomputed"
+    assert file_digest(path).source == "recomputed"  # written < 2 s before: hashed again
