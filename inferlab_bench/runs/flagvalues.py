@@ -7,6 +7,7 @@ can generate the bad values of every flag from the option models alone.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -134,20 +135,17 @@ def _json_object(text: Any) -> Any:
     return value
 
 
-def _reset(text: str) -> str:
-    try:
-        parse_reset_option(text)
-    except ConfigurationError as exc:
-        raise refuse(f"expected {OPTION_HELP}") from exc
-    return text
+def _parsed_by(parse: Callable[[str], object], expected: str) -> Callable[[str], str]:
+    """A check that the option's own parser accepts the text (one set of rules, not two)."""
 
+    def check(text: str) -> str:
+        try:
+            parse(text)
+        except ConfigurationError as exc:
+            raise refuse(f"expected {expected}") from exc
+        return text
 
-def _connections(text: str) -> str:
-    try:
-        parse_connections_option(text)
-    except ConfigurationError as exc:
-        raise refuse(f"expected {CONNECTIONS_HELP}") from exc
-    return text
+    return check
 
 
 def _dataset(text: str) -> str:
@@ -181,9 +179,17 @@ WritableFile = Annotated[
 AnyPath = Annotated[Path, Kind("path"), BeforeValidator(_text)]
 Url = Annotated[str, Kind("url"), BeforeValidator(_text), AfterValidator(_url)]
 JsonObject = Annotated[dict[str, Any], Kind("json_object"), BeforeValidator(_json_object)]
-ResetOption = Annotated[str, Kind("reset"), BeforeValidator(_text), AfterValidator(_reset)]
+ResetOption = Annotated[
+    str,
+    Kind("reset"),
+    BeforeValidator(_text),
+    AfterValidator(_parsed_by(parse_reset_option, OPTION_HELP)),
+]
 ConnectionsOption = Annotated[
-    str, Kind("connections"), BeforeValidator(_text), AfterValidator(_connections)
+    str,
+    Kind("connections"),
+    BeforeValidator(_text),
+    AfterValidator(_parsed_by(parse_connections_option, CONNECTIONS_HELP)),
 ]
 DatasetName = Annotated[str, Kind("dataset"), BeforeValidator(_text), AfterValidator(_dataset)]
 
