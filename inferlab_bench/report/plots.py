@@ -5,16 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
+import numpy as np
+import numpy.typing as npt
 
-matplotlib.use("Agg")  # never needs a display; must precede pyplot
+from inferlab_bench.atomic import atomic_writer
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import numpy.typing as npt  # noqa: E402
-
-from inferlab_bench.atomic import atomic_writer  # noqa: E402
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 CDF_METRICS = (
     ("ttft_ms", "TTFT (ms)"),
@@ -42,7 +41,7 @@ def latency_cdfs(series: Mapping[str, Samples], path: Path, title: str = "") -> 
     present = [
         (k, label) for k, label in CDF_METRICS if any(k in s and len(s[k]) for s in series.values())
     ]
-    fig, axes = plt.subplots(
+    fig, axes = _pyplot().subplots(
         1, max(len(present), 1), figsize=(5 * max(len(present), 1), 4), squeeze=False
     )
     for ax, (key, label) in zip(axes[0], present, strict=False):
@@ -65,7 +64,7 @@ def latency_cdfs(series: Mapping[str, Samples], path: Path, title: str = "") -> 
 
 def sweep_curves(points: Sequence[SweepPoint], load_name: str, path: Path) -> Path:
     """Throughput vs latency (the serving trade-off) and goodput vs offered load."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (left, right) = _pyplot().subplots(1, 2, figsize=(11, 4))
     ordered = sorted(points, key=lambda p: p.load)
     thr = [p.output_throughput for p in ordered]
     for attr, label in (
@@ -98,9 +97,19 @@ def sweep_curves(points: Sequence[SweepPoint], load_name: str, path: Path) -> Pa
     return _save(fig, path)
 
 
-def _save(fig: matplotlib.figure.Figure, path: Path) -> Path:
+def _pyplot() -> Any:
+    """matplotlib's pyplot, headless, imported on the first plot (0.3 s: not at start-up)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # never needs a display; must precede pyplot
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig: Figure, path: Path) -> Path:
     fig.tight_layout()
     with atomic_writer(path) as handle:
         fig.savefig(handle, format="png", dpi=110)
-    plt.close(fig)
+    _pyplot().close(fig)
     return path

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy.special import stdtr, stdtrit
 
 from inferlab_bench.validity.inputs import FloatArray
 from inferlab_bench.validity.verdict import Figures, Verdict
@@ -69,6 +68,8 @@ class NoiseComparison(Figures):
 
 def t_quantile(confidence: float, df: float) -> float:
     """Two-sided Student t critical value: P(|T| <= q) = confidence."""
+    from scipy.special import stdtrit  # 0.1 s to import: only when trials are summarized
+
     return float(stdtrit(df, 0.5 + confidence / 2.0))
 
 
@@ -174,6 +175,8 @@ def _welch_test(xa: FloatArray, xb: FloatArray, confidence: float) -> _WelchTest
         )
     df = (va + vb) ** 2 / (va**2 / (xa.size - 1) + vb**2 / (xb.size - 1))
     t = diff / se
+    from scipy.special import stdtr
+
     p = float(2.0 * stdtr(df, -abs(t)))
     half = t_quantile(confidence, df) * se
     return _WelchTest(
