@@ -30,8 +30,8 @@ from inferlab_bench.runs.rules import GOOD
 
 # Every call that would start work, per CLI module: a variant that reaches one was accepted.
 STAGES = {
-    "inferlab_bench.cli.run": ("run_and_save", "run_trials", "dry_run", "kube_runner"),
-    "inferlab_bench.cli.sweep": ("run_sweep", "dry_run", "sweep_requests", "kube_runner"),
+    "inferlab_bench.cli.run": ("run_and_save", "run_trials", "dry_run", "KubeEngine"),
+    "inferlab_bench.cli.sweep": ("run_sweep", "dry_run", "sweep_requests", "KubeEngine"),
     "inferlab_bench.cli.prepare": ("prepare_and_save", "run_json_command", "local_file"),
     "inferlab_bench.cli.case": ("run_json_command",),
     "inferlab_bench.cli.simulate": ("running_simulator",),
@@ -426,8 +426,9 @@ def run_variant(variant: Variant, patch: Callable[[Any, str, Any], None]) -> Out
     for module_name, names in STAGES.items():
         module = importlib.import_module(module_name)
         for attr in names:
-            if hasattr(module, attr):
-                patch(module, attr, tripwire)
+            # A renamed stage must not silently disarm its tripwire.
+            assert hasattr(module, attr), f"{module_name}.{attr} is gone: update STAGES"
+            patch(module, attr, tripwire)
     out, err = io.StringIO(), io.StringIO()
     code, started, escaped = 0, False, ""
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
