@@ -75,6 +75,27 @@ def fresh_text_file(path: Path) -> Iterator[TextIO]:
         yield handle
 
 
+def open_for_append(path: Path) -> BinaryIO:
+    """``path`` opened for appending (created if absent) when it is a regular file; a link,
+    FIFO, device or directory planted there is refused naming it, never written through."""
+    _os_step(path, lambda: path.parent.mkdir(parents=True, exist_ok=True))
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        kind = "a symbolic link" if path.is_symlink() else None
+        raise OutputError(
+            path,
+            f"is {kind}; appending would write through it" if kind else f"cannot open ({exc})",
+            hint="remove it, or name a new or regular file",
+        ) from exc
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise OutputError(path, f"is {kind_of(mode) or 'not a regular file'}; not appended to")
+    return os.fdopen(fd, "ab")
+
+
 def remove_file(path: Path) -> None:
     """Remove an output of ours that may be stale; anything but a regular file (or a link,
     which goes itself) is refused and left in place, as a write over it would be."""

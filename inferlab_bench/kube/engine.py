@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from inferlab_bench.atomic import open_for_append
 from inferlab_bench.errors import LoadGeneratorError
 from inferlab_bench.interrupts import Guard
 from inferlab_bench.kube.options import KubeOptions
@@ -53,10 +54,9 @@ class _Log:
     def add(self, run: CommandRun) -> CommandRun:
         self.commands.append(run)
         if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as handle:
-                handle.write(f"$ {' '.join(run.argv)}\n[exit {run.exit_code}]\n")
-                handle.write(run.stdout + run.stderr + "\n")
+            entry = f"$ {' '.join(run.argv)}\n[exit {run.exit_code}]\n{run.stdout}{run.stderr}\n"
+            with open_for_append(self.path) as handle:
+                handle.write(entry.encode("utf-8"))
         return run
 
 

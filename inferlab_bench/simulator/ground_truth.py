@@ -11,6 +11,8 @@ from typing import IO, Any
 
 import orjson
 
+from inferlab_bench.atomic import open_for_append
+
 
 class GroundTruthLog:
     """Appends one JSON object per record; each line is flushed whole before the next."""
@@ -21,8 +23,7 @@ class GroundTruthLog:
         self._lock = threading.Lock()
         self._file: IO[bytes] | None = None
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = path.open("ab")
+            self._file = open_for_append(path)
 
     def append(self, record: dict[str, Any]) -> None:
         """Keep the record and write it as one complete line."""

@@ -190,3 +190,31 @@ def test_a_request_built_in_process_can_be_checked_on_disk(tmp_path: Path) -> No
     data["population"]["path"] = str(make_user_file(tmp_path / "p.jsonl"))
     good = parse_request(BenchClientRequest, json.dumps(data))
     assert check_on_disk(good) == good
+
+
+@pytest.mark.parametrize("kind", ["link-to-file", "fifo", "directory"])
+def test_appended_logs_are_never_written_through_what_was_planted(
+    tmp_path: Path, kind: str
+) -> None:
+    """The Kubernetes engine log and the simulator's ground truth append as they go: a link,
+    FIFO or directory planted at their path is refused (a FIFO without blocking), the
+    target left as it was."""
+    victim = make_user_file(tmp_path / "victim.txt")
+    target = tmp_path / "engine.log"
+    if kind == "link-to-file":
+        target.symlink_to(victim)
+    elif kind == "fifo":
+        os.mkfifo(target)
+    else:
+        target.mkdir()
+    with pytest.raises(OutputError, match=str(target)):
+        atomic.open_for_append(target)
+    assert victim.read_text() == "the user's own file\n"
+
+
+def test_appending_to_a_regular_file_keeps_what_was_there(tmp_path: Path) -> None:
+    log = tmp_path / "engine.log"
+    log.write_text("first\n")
+    with atomic.open_for_append(log) as handle:
+        handle.write(b"second\n")
+    assert log.read_text() == "first\nsecond\n"
