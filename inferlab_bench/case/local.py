@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from inferlab_bench.case import runner
+from inferlab_bench.case import reset, runner
 from inferlab_bench.case.aiperf_plugin.hook import ENV_VAR, HookSettings
 from inferlab_bench.case.engine import EngineOutcome, EngineRun
 from inferlab_bench.case.reset import ResetTarget
@@ -21,7 +21,6 @@ from inferlab_bench.protocol import BenchClientRequest
 DEAD_HUB_ENDPOINT = "http://127.0.0.1:9"
 """Where the model hub client is pointed for AIPerf: nothing listens on the discard port, so
 any hub call fails at once instead of going online."""
-RESET_TIMEOUT_SECONDS = 30.0
 
 
 class LocalEngine:
@@ -47,7 +46,7 @@ class LocalEngine:
             settings = HookSettings(
                 base_url=request.endpoint.base_url,
                 target=run.reset_after_warmup,
-                timeout=min(RESET_TIMEOUT_SECONDS, max(1.0, run.guard.remaining())),
+                timeout=min(reset.DEFAULT_TIMEOUT_SECONDS, max(1.0, run.guard.remaining())),
                 evidence_path=request.artifact_dir / RESET_EVIDENCE_FILE,
                 metrics_path=request.artifact_dir / PROFILING_START_METRICS,
             )

@@ -75,7 +75,6 @@ RESULT_RESERVE_SECONDS = 2.0
 """Budget kept back from the load for reading its outputs and writing the result."""
 STOP_RESERVE_SECONDS = 1.5
 """Of that, what stopping a load that overran its time may take."""
-RESET_TIMEOUT_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -291,7 +290,7 @@ def _check_llamacpp_prompt_cache(case: _Case, target: reset.ResetTarget) -> None
         request.model.served_name,
         request.endpoint.chat_completions_path,
         target,
-        timeout=min(RESET_TIMEOUT_SECONDS, max(0.5, case.remaining())),
+        timeout=min(reset.DEFAULT_TIMEOUT_SECONDS, max(0.5, case.remaining())),
     )
     case.write_json("prompt-cache-probe.json", "reset_evidence", found.as_json())
     llamacpp.refuse_if_on(found)
@@ -300,7 +299,7 @@ def _check_llamacpp_prompt_cache(case: _Case, target: reset.ResetTarget) -> None
 def _reset_now(case: _Case, target: reset.ResetTarget) -> None:
     """Reset every server the engine's load reaches (every slot of each, where the reset is
     per slot); nothing runs between this and the first profiling request (no warmup)."""
-    timeout = min(RESET_TIMEOUT_SECONDS, max(0.5, case.remaining()))
+    timeout = min(reset.DEFAULT_TIMEOUT_SECONDS, max(0.5, case.remaining()))
     calls = [
         call
         for url in case.engine.reset_urls(case.request)
