@@ -89,6 +89,8 @@ def phase_records(columns: RecordColumns) -> PhaseRecords:
         good=None if np.isnan(good).all() else good == 1,
         client_send_ms=_client_send(columns),
         ttft_ms=_floats(columns, tags.TTFT),
+        itl_ms=_floats(columns, tags.ITL),
+        latency_ms=_floats(columns, tags.REQUEST_LATENCY),
         error_class=_error_classes(columns),
         error_message=tuple(columns.error_message),
     )

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from inferlab_bench.load import Load
 from inferlab_bench.protocol import BenchLoadInput
 from inferlab_bench.validity.cache import ColdStart, assess_cache, cold_start
+from inferlab_bench.validity.certify import MetricCertification, certify
 from inferlab_bench.validity.digests import sequence_digest
 from inferlab_bench.validity.dispatch import DispatchTolerances, assess_dispatch
 from inferlab_bench.validity.failures import assess_failures
@@ -69,6 +70,21 @@ def assess(
         failures=assess_failures(profiling),
         population_sha256=facts.population_sha256,
         sequences=sequences,
+        certification=certify_latencies(profiling),
+    )
+
+
+def certify_latencies(profiling: PhaseRecords) -> tuple[MetricCertification, ...]:
+    """What the succeeded requests' TTFT, TPOT and E2E percentiles can claim."""
+    columns = {
+        "ttft_ms": profiling.ttft_ms,
+        "tpot_ms": profiling.itl_ms,
+        "request_latency_ms": profiling.latency_ms,
+    }
+    return tuple(
+        certify(values[profiling.succeeded], metric)
+        for metric, values in columns.items()
+        if values is not None
     )
 
 

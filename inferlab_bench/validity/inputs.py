@@ -36,6 +36,10 @@ class PhaseRecords:
     """Per request, ms the client spent after request start before the request was sent
     (waiting for a connection, connecting, writing); None when AIPerf did not trace it."""
     ttft_ms: FloatArray | None = None
+    itl_ms: FloatArray | None = None
+    """Per request, the mean inter-token latency (AIPerf's, ms); NaN where not measured."""
+    latency_ms: FloatArray | None = None
+    """Per request, the end-to-end latency (AIPerf's request_latency, ms)."""
     error_class: tuple[str | None, ...] | None = None
     """Per request, the class of its failure (``failures.ErrorClass`` values; None where it
     succeeded); None when the records carry no error details."""
@@ -54,6 +58,8 @@ class PhaseRecords:
             "good",
             "client_send_ms",
             "ttft_ms",
+            "itl_ms",
+            "latency_ms",
             "error_class",
             "error_message",
         ):

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from inferlab_bench.validity.cache import CacheColdness
+from inferlab_bench.validity.certify import MetricCertification
 from inferlab_bench.validity.digests import SequenceDigest
 from inferlab_bench.validity.dispatch import DispatchFidelity
 from inferlab_bench.validity.failures import FailedRequests
@@ -35,6 +36,9 @@ class ValidityDocument(Figures):
     trials: tuple[MetricSummary, ...] = ()
     failures: FailedRequests | None = None
     """The verdict ``requests_succeeded`` (None only in documents written before it)."""
+    certification: tuple[MetricCertification, ...] = ()
+    """Per latency metric, which percentiles the sample size certifies (``certify``); empty
+    in documents written before it."""
 
     def to_json_dict(self) -> dict[str, Any]:
         """The document as plain JSON values (enums as their strings)."""
@@ -66,6 +70,7 @@ def build_document(
     sequences: Sequence[SequenceDigest],
     trials: Sequence[MetricSummary] = (),
     failures: FailedRequests | None = None,
+    certification: Sequence[MetricCertification] = (),
 ) -> ValidityDocument:
     """Assemble the document; ``verdict`` combines the named verdicts."""
     verdicts: dict[str, Verdict] = {}
@@ -89,6 +94,7 @@ def build_document(
         sequences=tuple(sequences),
         trials=tuple(trials),
         failures=failures,
+        certification=tuple(certification),
     )
 
 
@@ -110,9 +116,22 @@ def summary_lines(doc: ValidityDocument) -> list[str]:
     ]
     if doc.goodput.slo_set:
         lines.append(f"  token goodput: {_goodput_figures(doc.goodput)}")
+    lines += [_certification_line(m) for m in doc.certification if m.samples]
     lines += _digest_lines(doc)
     lines += trial_lines(doc.trials)
     return lines
+
+
+def _certification_line(metric: MetricCertification) -> str:
+    """``ttft_ms percentiles from 40 requests: p90, p95, p99 not certified (p90 needs 64 ...)``."""
+    missing = [c for c in metric.claims if not c.certified]
+    head = f"  {metric.metric} percentiles from {metric.samples} requests: "
+    if not missing:
+        return head + "all certified (MLPerf early stopping, 99% confidence)"
+    needs = ", ".join(f"p{c.percentile:g} needs {c.needed_samples}" for c in missing)
+    best = metric.highest_certified_percentile
+    certified = f"certified up to p{best:g}" if best is not None else "none certified"
+    return f"{head}{certified}; estimates only beyond ({needs})"
 
 
 def failed_check_text(check: Check) -> str:
