@@ -36,7 +36,13 @@ def render_cases(
         print_json(cases_document(cases, summaries, key=lambda c: str(c.directory)))
         return
     if len(cases) == 1:
-        show(case_table(cases[0].result, title=title or load_label(cases[0].request)))
+        show(
+            case_table(
+                cases[0].result,
+                title=title or load_label(cases[0].request),
+                validity=cases[0].validity,
+            )
+        )
     else:
         show(sweep_table(cases, title=title or str(out)))
     show_verdicts(cases, summaries)

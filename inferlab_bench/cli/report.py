@@ -49,7 +49,7 @@ def _run(args: ReportFlags) -> int:
         print_json(cases_document(cases, summaries, key=lambda c: c.label))
         return 0
     if len(cases) == 1:
-        show(case_table(cases[0].result, title=cases[0].label))
+        show(case_table(cases[0].result, title=cases[0].label, validity=cases[0].validity))
     else:
         show(sweep_table(cases, title=str(args.directory)))
     show_verdicts(cases, summaries)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -16,6 +17,8 @@ from inferlab_bench.validity.trials import NoiseComparison
 
 LATENCIES = (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT (ITL)"), ("request_latency_ms", "E2E latency"))
 STATS = ("mean", "p50", "p90", "p95", "p99", "max")
+_P99_KEYS = ("ttft_ms", "tpot_ms")
+"""The p99 columns of the sweep table."""
 
 
 def fmt(value: float | None, digits: int = 2) -> str:
@@ -33,14 +36,42 @@ def load_label(request: BenchClientRequest | None) -> str:
     return Load.of(request.case.load_shape).label
 
 
-def case_table(result: BenchClientResult, title: str = "case") -> RenderableType:
-    """Counts, throughput, latency percentiles and SLO evidence of one case."""
+UNCERTIFIED_NOTE = (
+    "* not certified: too few requests for this percentile to be more than an estimate "
+    "(MLPerf Inference's early-stopping rule, 99% confidence; validity.json says how many "
+    "each needs)"
+)
+
+
+def uncertified(validity: Mapping[str, Any] | None) -> set[tuple[str, str]]:
+    """(metric, ``p99``) pairs whose sample size does not certify them, from validity.json."""
+    marks: set[tuple[str, str]] = set()
+    for metric in (validity or {}).get("certification", []):
+        for claim in metric.get("claims", []):
+            if not claim.get("certified"):
+                marks.add((metric.get("metric", ""), f"p{claim.get('percentile', 0):g}"))
+    return marks
+
+
+def _marked(text: str, metric: str, stat: str, marks: set[tuple[str, str]]) -> str:
+    return f"{text}*" if text != "-" and (metric, stat) in marks else text
+
+
+def case_table(
+    result: BenchClientResult,
+    title: str = "case",
+    validity: Mapping[str, Any] | None = None,
+) -> RenderableType:
+    """Counts, throughput, latency percentiles (``*`` where uncertified) and SLO evidence."""
     parts: list[RenderableType] = [_headline(result, title)]
     if result.status is ClientStatus.FAILED:
         parts.append(Text(f"error: {result.error}", style="bold red"))
-    latency = _latency_table(result.metrics)
+    marks = uncertified(validity)
+    latency = _latency_table(result.metrics, marks)
     if latency.row_count:
         parts.append(latency)
+        if any(stat in STATS for _, stat in marks):
+            parts.append(Text(UNCERTIFIED_NOTE, style="dim"))
     if result.request_slo is not None:
         slo = result.request_slo
         parts.append(
@@ -79,14 +110,15 @@ def _headline(result: BenchClientResult, title: str) -> Table:
     return table
 
 
-def _latency_table(metrics: dict[str, float]) -> Table:
+def _latency_table(metrics: dict[str, float], marks: set[tuple[str, str]]) -> Table:
     table = Table(title="latency (ms)", header_style="bold")
     table.add_column("metric")
     for stat in STATS:
         table.add_column(stat, justify="right")
     for key, label in LATENCIES:
         if f"p50_{key}" in metrics:
-            table.add_row(label, *(fmt(metrics.get(f"{stat}_{key}")) for stat in STATS))
+            cells = (_marked(fmt(metrics.get(f"{stat}_{key}")), key, stat, marks) for stat in STATS)
+            table.add_row(label, *cells)
     return table
 
 
@@ -111,8 +143,12 @@ def sweep_table(cases: Sequence[SavedCase], title: str = "sweep") -> Table:
         table.add_column(
             column, justify="right" if column not in ("case", "load", "status") else "left"
         )
+    marked = False
     for case in cases:
         m, slo = case.result.metrics, case.result.request_slo
+        marks = uncertified(case.validity)
+        p99 = {key: _marked(fmt(m.get(f"p99_{key}")), key, "p99", marks) for key in _P99_KEYS}
+        marked = marked or any(cell.endswith("*") for cell in p99.values())
         table.add_row(
             case.label,
             load_label(case.request),
@@ -120,13 +156,15 @@ def sweep_table(cases: Sequence[SavedCase], title: str = "sweep") -> Table:
             fmt(m.get("request_throughput"), 3),
             fmt(m.get("output_throughput")),
             fmt(m.get("p50_ttft_ms")),
-            fmt(m.get("p99_ttft_ms")),
+            p99["ttft_ms"],
             fmt(m.get("p50_tpot_ms")),
-            fmt(m.get("p99_tpot_ms")),
+            p99["tpot_ms"],
             fmt(m.get("p50_request_latency_ms")),
             "-" if slo is None else fmt(slo.goodput, 3),
             "-" if slo is None else f"{slo.good_request_ratio:.0%}",
         )
+    if marked:
+        table.caption = UNCERTIFIED_NOTE
     return table
 
 
