@@ -494,6 +494,7 @@ def _write_validity(
         population_sha256=population_sha256,
         reset_requested=request.definition.reset_prefix_cache,
         prefix_bounds=prefix_bounds,
+        slo=request.definition.request_slo,
     )
     case.write_json(VALIDITY_FILE, "validity", document.to_json_dict())
     return document

@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from inferlab_bench import metric_tags as tags
 from inferlab_bench.errors import PopulationError
-from inferlab_bench.protocol import BenchLoadInput
+from inferlab_bench.protocol import BenchLoadInput, BenchRequestSloInput
 from inferlab_bench.validity.assess import DEFAULT_TOLERANCES, CaseFacts, Tolerances, assess
 from inferlab_bench.validity.failures import ErrorClass, classify
 from inferlab_bench.validity.inputs import Expectations, FloatArray, Int64Array, PhaseRecords
@@ -169,6 +169,7 @@ def assess_case(
     population_sha256: str | None,
     reset_requested: bool,
     prefix_bounds: tuple[int, ...] | None = None,
+    slo: BenchRequestSloInput | None = None,
     tolerances: Tolerances = DEFAULT_TOLERANCES,
 ) -> ValidityDocument:
     """The validity document of one case from the case stage's parsed records.
@@ -183,5 +184,6 @@ def assess_case(
         population_sha256=population_sha256,
         reset_requested=reset_requested,
         prefix_bounds=prefix_bounds,
+        slo=slo,
     )
     return assess(phase_records(records.profiling), warmup, facts, tolerances)

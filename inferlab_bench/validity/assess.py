@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from inferlab_bench.load import Load
-from inferlab_bench.protocol import BenchLoadInput
+from inferlab_bench.protocol import BenchLoadInput, BenchRequestSloInput
 from inferlab_bench.validity.cache import ColdStart, assess_cache, cold_start
-from inferlab_bench.validity.certify import MetricCertification, certify
+from inferlab_bench.validity.certify import BoundClaim, MetricCertification, bound_claim, certify
 from inferlab_bench.validity.digests import sequence_digest
 from inferlab_bench.validity.dispatch import DispatchTolerances, assess_dispatch
 from inferlab_bench.validity.failures import assess_failures
@@ -44,6 +46,8 @@ class CaseFacts:
     prefix_bounds: tuple[int, ...] | None = None
     """Per first-wave request (in ``cache.first_wave`` order), the tokens its prompt shares
     with an earlier one: what it may find cached after a reset. None: prompts unknown."""
+    slo: BenchRequestSloInput | None = None
+    """The request's SLO: each bound is certified at its good-request ratio."""
 
 
 def assess(
@@ -71,7 +75,31 @@ def assess(
         population_sha256=facts.population_sha256,
         sequences=sequences,
         certification=certify_latencies(profiling),
+        slo_bounds=certify_slo(profiling, facts.slo),
     )
+
+
+def certify_slo(
+    profiling: PhaseRecords, slo: BenchRequestSloInput | None
+) -> tuple[BoundClaim, ...]:
+    """Each SLO bound at the percentile its good-request ratio asks, over every request."""
+    if slo is None:
+        return ()
+    columns = {
+        "ttft_ms": profiling.ttft_ms,
+        "tpot_ms": profiling.itl_ms,
+        "request_latency_ms": profiling.latency_ms,
+    }
+    percentile = 100.0 * slo.minimum_good_request_ratio
+    claims = []
+    for metric, values in columns.items():
+        bound = getattr(slo, metric)
+        if bound is None or values is None or not 0.0 < percentile < 100.0:
+            continue
+        # A failed request did not meet the bound, whatever it measured.
+        judged = np.where(profiling.succeeded, values, np.nan)
+        claims.append(bound_claim(judged, metric, bound, percentile))
+    return tuple(claims)
 
 
 def certify_latencies(profiling: PhaseRecords) -> tuple[MetricCertification, ...]:

@@ -58,6 +58,41 @@ class MetricCertification(Figures):
     claims: tuple[PercentileClaim, ...]
 
 
+class BoundClaim(Figures):
+    """One SLO bound at the percentile the SLO asks (its good-request ratio): does it hold?"""
+
+    metric: str
+    bound_ms: float
+    percentile: float
+    samples: int
+    over_bound: int
+    """Requests over the bound, failed ones included (they did not meet it)."""
+    needed_samples: int
+    """h(t) + t for the t over the bound: what the claim "it holds" needs."""
+    met_by_share: bool
+    """The plain share within the bound reaches the percentile."""
+    certified: bool
+    """The loadgen rule supports "the bound holds at this percentile" (99% confidence)."""
+
+
+def bound_claim(values: FloatArray, metric: str, bound_ms: float, percentile: float) -> BoundClaim:
+    """Whether ``values`` (NaN for a request that never produced the metric) keep
+    ``bound_ms`` at ``percentile``, by share and by the early-stopping rule."""
+    n = int(values.size)
+    over = int(np.sum(~(np.isfinite(values) & (values <= bound_ms))))
+    needed = samples_for_bound(over, percentile)
+    return BoundClaim(
+        metric=metric,
+        bound_ms=bound_ms,
+        percentile=percentile,
+        samples=n,
+        over_bound=over,
+        needed_samples=needed,
+        met_by_share=n > 0 and (n - over) >= n * percentile / 100.0,
+        certified=n >= needed,
+    )
+
+
 @functools.cache
 def passing_count(slow: int, percentile: float, confidence: float = CONFIDENCE) -> int:
     """h(t): the least h with I_p(h, t + 1) <= 1 - c, for ``slow`` = t samples over a bound.

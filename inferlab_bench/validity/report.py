@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from inferlab_bench.validity.cache import CacheColdness
-from inferlab_bench.validity.certify import MetricCertification
+from inferlab_bench.validity.certify import BoundClaim, MetricCertification
 from inferlab_bench.validity.digests import SequenceDigest
 from inferlab_bench.validity.dispatch import DispatchFidelity
 from inferlab_bench.validity.failures import FailedRequests
@@ -39,6 +39,8 @@ class ValidityDocument(Figures):
     certification: tuple[MetricCertification, ...] = ()
     """Per latency metric, which percentiles the sample size certifies (``certify``); empty
     in documents written before it."""
+    slo_bounds: tuple[BoundClaim, ...] = ()
+    """Per SLO bound, whether it holds at the SLO's percentile, certified or by share only."""
 
     def to_json_dict(self) -> dict[str, Any]:
         """The document as plain JSON values (enums as their strings)."""
@@ -71,6 +73,7 @@ def build_document(
     trials: Sequence[MetricSummary] = (),
     failures: FailedRequests | None = None,
     certification: Sequence[MetricCertification] = (),
+    slo_bounds: Sequence[BoundClaim] = (),
 ) -> ValidityDocument:
     """Assemble the document; ``verdict`` combines the named verdicts."""
     verdicts: dict[str, Verdict] = {}
@@ -95,6 +98,7 @@ def build_document(
         trials=tuple(trials),
         failures=failures,
         certification=tuple(certification),
+        slo_bounds=tuple(slo_bounds),
     )
 
 
@@ -117,6 +121,7 @@ def summary_lines(doc: ValidityDocument) -> list[str]:
     if doc.goodput.slo_set:
         lines.append(f"  token goodput: {_goodput_figures(doc.goodput)}")
     lines += [_certification_line(m) for m in doc.certification if m.samples]
+    lines += [_bound_line(b) for b in doc.slo_bounds]
     lines += _digest_lines(doc)
     lines += trial_lines(doc.trials)
     return lines
@@ -132,6 +137,18 @@ def _certification_line(metric: MetricCertification) -> str:
     best = metric.highest_certified_percentile
     certified = f"certified up to p{best:g}" if best is not None else "none certified"
     return f"{head}{certified}; estimates only beyond ({needs})"
+
+
+def _bound_line(claim: BoundClaim) -> str:
+    """``SLO ttft_ms <= 500 at p90: holds, certified (3 of 100 over; 67 needed)``."""
+    head = f"  SLO {claim.metric} <= {claim.bound_ms:g} at p{claim.percentile:g}: "
+    figures = f"{claim.over_bound} of {claim.samples} over; {claim.needed_samples} needed"
+    if claim.certified:
+        return f"{head}holds, certified ({figures})"
+    if claim.met_by_share:
+        more = claim.needed_samples - claim.samples
+        return f"{head}holds by share but not certified: {more} more requests needed ({figures})"
+    return f"{head}missed ({figures})"
 
 
 def failed_check_text(check: Check) -> str:

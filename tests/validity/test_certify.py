@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inferlab_bench.protocol import ConcurrencyLimited
+from inferlab_bench.protocol import BenchRequestSloInput, ConcurrencyLimited
 from inferlab_bench.validity import CaseFacts, assess, summary_lines
 from inferlab_bench.validity.certify import (
+    bound_claim,
     bound_holds,
     certify,
     claim,
@@ -72,3 +73,28 @@ def test_validity_carries_certification_and_says_it_in_words() -> None:
     assert "ttft_ms percentiles from 40 requests: none certified" in text
     assert "p99 needs 662" in text
     assert doc.to_json_dict()["certification"][0]["claims"][2]["needed_samples"] == 662
+
+
+def test_an_slo_bound_is_certified_only_with_enough_requests() -> None:
+    within = np.full(60, 100.0)
+    # p90 with none over needs 44 requests: 60 certify it.
+    held = bound_claim(within, "ttft_ms", 500.0, 90.0)
+    assert held.certified and held.met_by_share and held.needed_samples == 44
+    # 40 requests keep the bound by share but cannot certify it.
+    short = bound_claim(within[:40], "ttft_ms", 500.0, 90.0)
+    assert short.met_by_share and not short.certified
+    # A failed request (NaN) counts as over the bound.
+    failed = np.append(within, [np.nan] * 10)
+    assert bound_claim(failed, "ttft_ms", 500.0, 90.0).over_bound == 10
+
+
+def test_validity_certifies_each_slo_bound_at_its_good_request_ratio() -> None:
+    slo = BenchRequestSloInput(ttft_ms=500.0, minimum_good_request_ratio=0.9)
+    facts = CaseFacts(load=ConcurrencyLimited(kind="concurrency_limited", concurrency=4), slo=slo)
+    doc = assess(closed_loop(4, 40, latency_ms=100, gap_ms=1), None, facts)
+    [claim_] = doc.slo_bounds
+    assert (claim_.metric, claim_.percentile, claim_.samples) == ("ttft_ms", 90.0, 40)
+    assert claim_.met_by_share and not claim_.certified  # 40 < 44
+    assert "SLO ttft_ms <= 500 at p90: holds by share but not certified: 4 more" in "\n".join(
+        summary_lines(doc)
+    )
