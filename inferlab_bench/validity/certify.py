@@ -177,15 +177,3 @@ def certify(
         highest_certified_percentile=max(certified) if certified else None,
         claims=claims,
     )
-
-
-def highest_certifiable(samples: int) -> float | None:
-    """The highest whole-number percentile ``samples`` certify as an estimate (None below
-    p1's need); for telling a person what a short run can claim."""
-    best = None
-    for whole in range(1, 100):
-        if samples >= samples_for_estimate(float(whole)):
-            best = float(whole)
-        else:
-            break
-    return best
