@@ -103,6 +103,16 @@ def usage_error(exc: InferlabError) -> int:
     return EXIT_USAGE
 
 
+def check_run_size(advice: list[str], *, strict: bool) -> None:
+    """Say before starting what the request count cannot support; ``--strict`` refuses."""
+    if advice and strict:
+        raise ConfigurationError(
+            "; ".join(advice), hint="raise --requests, or run without --strict to go ahead"
+        )
+    for line in advice:
+        print(f"inferlab-bench: warning: {line}", file=sys.stderr)
+
+
 def with_flags(args: argparse.Namespace, model: type[ModelT], body: Callable[[ModelT], int]) -> int:
     """Validate, then run ``body``; a bad flag is one line and exit 2, before anything starts."""
     try:

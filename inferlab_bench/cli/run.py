@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 
 from inferlab_bench.cli.caseflags import add_case_flags, case_options, target_from, workload_from
-from inferlab_bench.cli.flags import bind, namespace, usage_error, with_flags
+from inferlab_bench.cli.flags import bind, check_run_size, namespace, usage_error, with_flags
 from inferlab_bench.cli.kube_flags import add_kube_flags, kube_options, render_dry_run, split_urls
 from inferlab_bench.cli.outcome import exit_code, render_cases
 from inferlab_bench.cli.render import report_error
 from inferlab_bench.errors import InferlabError
 from inferlab_bench.kube.job import KubeEngine
 from inferlab_bench.report.figures import case_plots
+from inferlab_bench.runs.advice import run_size_advice
 from inferlab_bench.runs.execute import run_and_save
 from inferlab_bench.runs.kube import dry_run
 from inferlab_bench.runs.options import RunFlags
@@ -50,6 +51,7 @@ def _run(flags: RunFlags) -> int:
             budget_seconds=args.budget,
         )
         request = case_request(target_from(args), workload_from(args), shape, args.out.resolve())
+        check_run_size(run_size_advice(request), strict=args.strict)
     except InferlabError as exc:  # still the flags' fault: nothing has started
         return usage_error(exc)
     try:
