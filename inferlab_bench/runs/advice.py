@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from inferlab_bench.load import Load
+from inferlab_bench.load import Load, LoadKind
 from inferlab_bench.protocol import BenchClientRequest, BenchLoadInput
 from inferlab_bench.validity.certify import samples_for_bound
 
@@ -33,9 +33,9 @@ def run_size_advice(request: BenchClientRequest, loads: Sequence[BenchLoadInput]
                     f"every request meets it: that needs at least {needed} (MLPerf's "
                     "early-stopping rule, 99% confidence)"
                 )
-    concurrencies = [
-        Load.of(shape).in_flight(requests) for shape in (loads or [request.case.load_shape])
-    ]
+    shapes = [Load.of(shape) for shape in (loads or [request.case.load_shape])]
+    # An unbounded load sends every request at once by design: it has no slots to fill.
+    concurrencies = [s.in_flight(requests) for s in shapes if s.kind is LoadKind.CONCURRENCY]
     widest = max((c for c in concurrencies if c is not None), default=None)
     if widest is not None and widest > 1 and requests < REQUESTS_PER_SLOT * widest:
         advice.append(

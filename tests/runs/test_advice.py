@@ -29,8 +29,12 @@ def test_enough_requests_get_no_advice(tmp_path: Path) -> None:
         port=9, artifact_dir=tmp_path, load_shape=shape, request_count=500, slo=SLO
     )
     assert run_size_advice(request) == []
-    rate = {"kind": "request_rate_limited", "request_rate": 5.0}
-    assert run_size_advice(make_request(port=9, artifact_dir=tmp_path, load_shape=rate)) == []
+    for shape in (
+        {"kind": "request_rate_limited", "request_rate": 5.0},
+        {"kind": "unbounded_request_rate"},  # every request at once by design
+    ):
+        request = make_request(port=9, artifact_dir=tmp_path, load_shape=shape)
+        assert run_size_advice(request) == []
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
