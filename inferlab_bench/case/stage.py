@@ -12,7 +12,6 @@ failed result listing the artifacts written so far (``interrupts``).
 from __future__ import annotations
 
 import hashlib
-import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +22,7 @@ import orjson
 
 from inferlab_bench import interrupts, validity
 from inferlab_bench import metric_tags as tags
-from inferlab_bench.atomic import write_bytes_atomic
+from inferlab_bench.atomic import readable_file_problem, write_bytes_atomic
 from inferlab_bench.case import (
     aiperf_config,
     connections,
@@ -242,12 +241,13 @@ def check_population(request: BenchClientRequest) -> None:
 def _read_regular(path: Path) -> bytes:
     """A regular file's bytes; a FIFO or device is refused without opening it (it could
     block forever or never end)."""
+    problem = readable_file_problem(path)
+    if problem is not None:
+        raise PopulationError(
+            f"population.path {problem}",
+            hint="give the population.jsonl written by `inferlab-bench prepare`",
+        )
     try:
-        if not stat.S_ISREG(path.stat().st_mode):
-            raise PopulationError(
-                f"population.path {path}: not a regular file",
-                hint="give the population.jsonl written by `inferlab-bench prepare`",
-            )
         return path.read_bytes()
     except OSError as exc:
         raise PopulationError(

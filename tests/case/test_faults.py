@@ -192,3 +192,18 @@ def test_aiperf_failing_at_start_up_is_reported_in_its_own_words(
     failed(result, check_v6, "AIPerf exited with code 1: ")
     assert "No workers registered" in (result.error or "")
     assert "never ran" not in (result.error or "") and "╰" not in (result.error or "")
+
+
+def test_a_fifo_population_is_refused_without_opening_it(
+    population: dict[str, Any], tmp_path: Path, check_v6: Any
+) -> None:
+    # A request built in-process (human run) skips JSON mode's on-disk checks: the stage
+    # itself must not open a FIFO, which would block until the budget ran out.
+    fifo = tmp_path / "population.jsonl"
+    os.mkfifo(fifo)
+    request = make_request(
+        port=9, artifact_dir=tmp_path / "case", population={**population, "path": str(fifo)}
+    )
+    started = time.monotonic()
+    failed(run_case(request), check_v6, f"population.path {fifo} is a FIFO")
+    assert time.monotonic() - started < 5.0
