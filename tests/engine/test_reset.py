@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from inferlab_bench.protocol import BenchClientRequest
 from tests.engine.conftest import StartServer
+from tests.engine.server import RunningLlamaServer
 from tests.engine.support import (
     OUTPUT_TOKENS,
     artifact,
@@ -26,19 +28,24 @@ def slot_actions(tmp_path: Path) -> tuple[str, ...]:
     return ("--slot-save-path", f"{folder}/")
 
 
-def test_with_the_reset_the_first_measured_requests_read_no_cached_tokens(
-    start_server: StartServer, tmp_path: Path
-) -> None:
-    server = start_server(parallel=2, extra=slot_actions(tmp_path))
+def warm_reset_case(server: RunningLlamaServer, tmp_path: Path, name: str) -> BenchClientRequest:
+    """A case whose warmup sends the prompts it then measures, with a reset between."""
     population = repeating_population(tmp_path / "population.jsonl", WARMUP + REQUESTS, WARMUP)
-    request = case_request(
+    return case_request(
         server,
-        tmp_path / "reset",
+        tmp_path / name,
         population,
         request_count=REQUESTS,
         warmup=WARMUP,
         reset_prefix_cache=True,
     )
+
+
+def test_with_the_reset_the_first_measured_requests_read_no_cached_tokens(
+    start_server: StartServer, tmp_path: Path
+) -> None:
+    server = start_server(parallel=2, extra=slot_actions(tmp_path))
+    request = warm_reset_case(server, tmp_path, "reset")
     result = run_json_case(request, "--prefix-cache-reset", "llamacpp")
     assert result["status"] == "succeeded", result["error"]
     evidence = artifact(result, "reset-evidence")
@@ -65,15 +72,7 @@ def test_erasing_one_slot_of_two_leaves_the_cache_warm_and_the_case_says_so(
 ) -> None:
     """Warmup fills both slots with the measured prompts; a reset of slot 0 alone is caught."""
     server = start_server(parallel=2, extra=slot_actions(tmp_path))
-    population = repeating_population(tmp_path / "population.jsonl", WARMUP + REQUESTS, WARMUP)
-    request = case_request(
-        server,
-        tmp_path / "partial",
-        population,
-        request_count=REQUESTS,
-        warmup=WARMUP,
-        reset_prefix_cache=True,
-    )
+    request = warm_reset_case(server, tmp_path, "partial")
     result = run_json_case(request, "--prefix-cache-reset", "POST:/slots/0?action=erase")
     assert result["status"] == "failed"
     assert "the prefix cache was not cold after the reset" in result["error"]
@@ -85,15 +84,7 @@ def test_a_ram_prompt_cache_refuses_a_cold_start_case(
 ) -> None:
     # llama-server's default RAM prompt cache: 8192 MiB.
     server = start_server(parallel=2, cache_ram_mib=None, extra=slot_actions(tmp_path))
-    population = repeating_population(tmp_path / "population.jsonl", WARMUP + REQUESTS, WARMUP)
-    request = case_request(
-        server,
-        tmp_path / "ram",
-        population,
-        request_count=REQUESTS,
-        warmup=WARMUP,
-        reset_prefix_cache=True,
-    )
+    request = warm_reset_case(server, tmp_path, "ram")
     result = run_json_case(request, "--prefix-cache-reset", "llamacpp")
     assert result["status"] == "failed"
     assert "RAM prompt cache" in result["error"]
