@@ -37,6 +37,9 @@ AIPERF_CONSOLE_LOG = "aiperf-output.log"
 RESET_EVIDENCE_FILE = "reset-evidence.json"
 PROFILING_START_METRICS = "server-metrics-profiling-start.json"
 """The server's /metrics as our AIPerf plugin read it between warmup and profiling."""
+PLANNED_SCHEDULE_FILE = "planned-schedule.json"
+"""Every interval AIPerf's timing loop drew in the profiling phase (rate loads), as our
+plugin recorded it: when each request was due."""
 VALIDITY_FILE = "validity.json"
 
 # --- A human run directory (one case, or one per sweep point / trial). ---

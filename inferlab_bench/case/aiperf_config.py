@@ -20,7 +20,8 @@ from inferlab_bench.protocol import (
 AIPERF_SCHEMA_VERSION = "2.0"
 ARTIFACT_PREFIX = "profile"
 RESET_AFTER_WARMUP_TIMING_MODE = "inferlab_reset_after_warmup"
-"""Our timing strategy (registered through the ``aiperf.plugins`` entry point)."""
+"""Our timing strategy (registered through the ``aiperf.plugins`` entry point): AIPerf's
+request_rate strategy plus the reset after warmup and the planned-schedule record."""
 
 BODY_DEFAULTS: dict[str, Any] = {
     "ignore_eos": True,
@@ -79,6 +80,7 @@ def build_plan(
     aiperf_dir: Path,
     timeout_seconds: float,
     reset_after_warmup: bool = False,
+    record_schedule: bool = False,
 ) -> AiperfPlan:
     """The AIPerf config for ``request``; ConfigurationError when the case cannot be expressed."""
     _check_case(request)
@@ -94,7 +96,7 @@ def build_plan(
         "model": request.model.served_name,
         "endpoint": _endpoint(request, body.body, timeout_seconds),
         "dataset": _dataset(request),
-        "profiling": _profiling(request, reset_after_warmup),
+        "profiling": _profiling(request, reset_after_warmup or record_schedule),
         "tokenizer": _tokenizer(request),
         "runtime": {"ui": "none"},
         "gpuTelemetry": {"enabled": False},
@@ -176,9 +178,9 @@ def _dataset(request: BenchClientRequest) -> dict[str, Any]:
     }
 
 
-def _profiling(request: BenchClientRequest, reset_after_warmup: bool) -> dict[str, Any]:
+def _profiling(request: BenchClientRequest, our_strategy: bool) -> dict[str, Any]:
     phase = Load.of(request.case.load_shape).aiperf_phase(request.case.request_count)
-    if reset_after_warmup:
+    if our_strategy:
         phase["timingMode"] = RESET_AFTER_WARMUP_TIMING_MODE
     return phase
 

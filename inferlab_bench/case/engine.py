@@ -37,6 +37,9 @@ class EngineRun:
     reset_after_warmup: ResetTarget | None = None
     """Reset the prefix cache between warmup and profiling (an engine that cannot refuses
     such a case in ``check``)."""
+    schedule_path: Path | None = None
+    """Where our AIPerf plugin writes the profiling phase's planned schedule (rate loads on an
+    engine that ``hosts_our_plugin``); None: not recorded."""
     echo: IO[str] | None = None
     """Where the load generator's console output is streamed (None: only its log)."""
     aiperf_env: Mapping[str, str] = field(default_factory=dict)
@@ -70,6 +73,11 @@ class LoadEngine(Protocol):
     @property
     def reaches_server_from_here(self) -> bool:
         """Whether the load comes from this machine (so the stage probes the server first)."""
+        ...
+
+    @property
+    def hosts_our_plugin(self) -> bool:
+        """Whether AIPerf runs with our plugin installed (our timing strategy can be named)."""
         ...
 
     def check(self, request: BenchClientRequest, reset: ResetTarget | None) -> None:

@@ -28,6 +28,7 @@ class LocalEngine:
 
     name = "local"
     reaches_server_from_here = True
+    hosts_our_plugin = True
 
     def __init__(self, *, cache_dir: Path | None = None) -> None:
         self._cache_dir = cache_dir
@@ -42,13 +43,14 @@ class LocalEngine:
         request = run.request
         cache = self._cache_dir if self._cache_dir is not None else cache_root()
         env = aiperf_environment(os.environ, cache) | dict(run.aiperf_env)
-        if run.reset_after_warmup is not None:
+        if run.reset_after_warmup is not None or run.schedule_path is not None:
             settings = HookSettings(
                 base_url=request.endpoint.base_url,
                 target=run.reset_after_warmup,
                 timeout=min(reset.DEFAULT_TIMEOUT_SECONDS, max(1.0, run.guard.remaining())),
                 evidence_path=request.artifact_dir / RESET_EVIDENCE_FILE,
                 metrics_path=request.artifact_dir / PROFILING_START_METRICS,
+                schedule_path=run.schedule_path,
             )
             env[ENV_VAR] = settings.to_env()
         log_path = request.artifact_dir / AIPERF_CONSOLE_LOG

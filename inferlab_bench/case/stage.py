@@ -36,6 +36,7 @@ from inferlab_bench.case import (
     slo,
 )
 from inferlab_bench.case.aiperf_log import failure_reason
+from inferlab_bench.case.aiperf_plugin.schedule import read_schedule
 from inferlab_bench.case.engine import EngineOutcome, EngineRun, LoadEngine
 from inferlab_bench.case.local import LocalEngine
 from inferlab_bench.case.records import CaseRecords, read_json_file, read_records
@@ -51,6 +52,7 @@ from inferlab_bench.errors import (
 from inferlab_bench.layout import (
     AIPERF_CONFIG_FILE,
     AIPERF_DIR,
+    PLANNED_SCHEDULE_FILE,
     PROFILING_START_METRICS,
     REQUEST_BODY_FILE,
     RESET_EVIDENCE_FILE,
@@ -69,6 +71,7 @@ from inferlab_bench.protocol import (
     RawArtifact,
 )
 from inferlab_bench.tokenizer import tokenizer_dir
+from inferlab_bench.validity.schedule import PlannedSchedule
 
 RESULT_RESERVE_SECONDS = 2.0
 """Budget kept back from the load for reading its outputs and writing the result."""
@@ -172,7 +175,8 @@ def _run(case: _Case) -> BenchClientResult:
     if target is not None and target.per_slot:
         _check_llamacpp_prompt_cache(case, target)
     after_warmup = target is not None and request.case.warmup_request_count > 0
-    config_path, config = _write_plan(case, reset_after_warmup=after_warmup)
+    record = case.engine.hosts_our_plugin and Load.of(request.case.load_shape).rate_limited
+    config_path, config = _write_plan(case, reset_after_warmup=after_warmup, record_schedule=record)
     if target is not None and not after_warmup:
         guard.doing = "resetting the prefix cache"
         _reset_now(case, target)
@@ -183,6 +187,7 @@ def _run(case: _Case) -> BenchClientResult:
         guard=guard,
         stop_at=time.monotonic() + case.remaining() - STOP_RESERVE_SECONDS,
         reset_after_warmup=target if after_warmup else None,
+        schedule_path=case.root / PLANNED_SCHEDULE_FILE if record else None,
         echo=case.options.echo,
         aiperf_env=aiperf_env,
     )
@@ -203,13 +208,16 @@ def _make_artifact_dir(path: Path) -> None:
         ) from exc
 
 
-def _write_plan(case: _Case, *, reset_after_warmup: bool) -> tuple[Path, dict[str, Any]]:
+def _write_plan(
+    case: _Case, *, reset_after_warmup: bool, record_schedule: bool
+) -> tuple[Path, dict[str, Any]]:
     """The AIPerf config and the request-body record, written beside the case."""
     plan = aiperf_config.build_plan(
         case.request,
         aiperf_dir=aiperf_dir(case.request),
         timeout_seconds=case.remaining(),
         reset_after_warmup=reset_after_warmup,
+        record_schedule=record_schedule,
     )
     config_path = case.write_json(AIPERF_CONFIG_FILE, "config", plan.config)
     case.write_json(REQUEST_BODY_FILE, "request_body", plan.body.as_json())
@@ -495,9 +503,19 @@ def _write_validity(
         reset_requested=request.definition.reset_prefix_cache,
         prefix_bounds=prefix_bounds,
         slo=request.definition.request_slo,
+        schedule=_planned_schedule(case),
     )
     case.write_json(VALIDITY_FILE, "validity", document.to_json_dict())
     return document
+
+
+def _planned_schedule(case: _Case) -> PlannedSchedule | None:
+    """The rate loop's plan as our plugin recorded it (listed as evidence when there is one)."""
+    path = case.root / PLANNED_SCHEDULE_FILE
+    if not path.is_file():
+        return None
+    case.add("planned-schedule", "schedule", path)
+    return read_schedule(path)
 
 
 def _write_server_metrics(case: _Case, records: CaseRecords) -> None:

@@ -22,6 +22,7 @@ from inferlab_bench.validity.report import (
     trial_lines,
 )
 from inferlab_bench.validity.trials import MetricSummary
+from inferlab_bench.validity.verdict import Verdict
 
 
 def render_cases(
@@ -86,7 +87,19 @@ def validity_lines(case: SavedCase, *, detailed: bool = False) -> list[str]:
         line += f"; {parsed.failures.in_words()}"
     if checks := _failed_checks(parsed):
         line += "; failed: " + ", ".join(checks)
-    return [line]
+    return [line, *_failure_sentences(parsed)]
+
+
+def _failure_sentences(doc: ValidityDocument | None) -> list[str]:
+    """Under a case's line, the plain sentence of each failed verdict, and of a run that
+    never settled."""
+    if doc is None:
+        return []
+    sentences = [doc.explanations[n] for n in doc.failed() if n in doc.explanations]
+    steady = doc.steady_state
+    if steady is not None and steady.reached is Verdict.FAIL:
+        sentences.append(steady.sentence)
+    return [f"  {s}" for s in sentences]
 
 
 def _document(doc: dict[str, Any]) -> ValidityDocument | None:

@@ -87,6 +87,8 @@ class KubeEngine:
 
     name = "kube"
     reaches_server_from_here = False
+    hosts_our_plugin = False
+    """The AIPerf image has no inferlab-bench in it."""
     """The pods send the load; the server may not even be reachable from this machine."""
 
     def __init__(self, options: KubeOptions) -> None:

@@ -20,6 +20,7 @@ from inferlab_bench.validity.assess import DEFAULT_TOLERANCES, CaseFacts, Tolera
 from inferlab_bench.validity.failures import ErrorClass, classify
 from inferlab_bench.validity.inputs import Expectations, FloatArray, Int64Array, PhaseRecords
 from inferlab_bench.validity.report import ValidityDocument
+from inferlab_bench.validity.schedule import PlannedSchedule
 
 
 class RecordColumns(Protocol):
@@ -170,6 +171,7 @@ def assess_case(
     reset_requested: bool,
     prefix_bounds: tuple[int, ...] | None = None,
     slo: BenchRequestSloInput | None = None,
+    schedule: PlannedSchedule | None = None,
     tolerances: Tolerances = DEFAULT_TOLERANCES,
 ) -> ValidityDocument:
     """The validity document of one case from the case stage's parsed records.
@@ -185,5 +187,6 @@ def assess_case(
         reset_requested=reset_requested,
         prefix_bounds=prefix_bounds,
         slo=slo,
+        schedule=schedule,
     )
     return assess(phase_records(records.profiling), warmup, facts, tolerances)

@@ -16,6 +16,8 @@ from inferlab_bench.validity.failures import assess_failures
 from inferlab_bench.validity.goodput import token_goodput
 from inferlab_bench.validity.inputs import Expectations, PhaseRecords
 from inferlab_bench.validity.report import ValidityDocument, build_document
+from inferlab_bench.validity.schedule import PlannedSchedule, scheduled_latency
+from inferlab_bench.validity.steady import steady_state
 from inferlab_bench.validity.tokens import (
     TokenTolerance,
     reconcile_output_tokens,
@@ -48,6 +50,8 @@ class CaseFacts:
     with an earlier one: what it may find cached after a reset. None: prompts unknown."""
     slo: BenchRequestSloInput | None = None
     """The request's SLO: each bound is certified at its good-request ratio."""
+    schedule: PlannedSchedule | None = None
+    """The rate loop's plan (our AIPerf plugin's record): when each request was due."""
 
 
 def assess(
@@ -76,6 +80,8 @@ def assess(
         sequences=sequences,
         certification=certify_latencies(profiling),
         slo_bounds=certify_slo(profiling, facts.slo),
+        scheduled_latency=scheduled_latency(profiling, facts.load, facts.schedule),
+        steady_state=steady_state(profiling),
     )
 
 

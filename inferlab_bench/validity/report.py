@@ -5,12 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from pydantic import Field
+
+from inferlab_bench.validity import words
 from inferlab_bench.validity.cache import CacheColdness
 from inferlab_bench.validity.certify import BoundClaim, MetricCertification
 from inferlab_bench.validity.digests import SequenceDigest
 from inferlab_bench.validity.dispatch import DispatchFidelity
 from inferlab_bench.validity.failures import FailedRequests
 from inferlab_bench.validity.goodput import TokenGoodput
+from inferlab_bench.validity.schedule import ScheduledLatency
+from inferlab_bench.validity.steady import SteadyState
 from inferlab_bench.validity.tokens import TokenReconciliation
 from inferlab_bench.validity.trials import MetricSummary, NoiseComparison
 from inferlab_bench.validity.verdict import Check, Figures, Verdict, combine
@@ -41,6 +46,12 @@ class ValidityDocument(Figures):
     in documents written before it."""
     slo_bounds: tuple[BoundClaim, ...] = ()
     """Per SLO bound, whether it holds at the SLO's percentile, certified or by share only."""
+    scheduled_latency: ScheduledLatency | None = None
+    """TTFT and E2E from when each request was due, beside from when it was sent."""
+    steady_state: SteadyState | None = None
+    """Where the run settled (MSER-5), and its figures over that window."""
+    explanations: dict[str, str] = Field(default_factory=dict)
+    """One plain sentence per entry of ``verdicts``, for a person."""
 
     def to_json_dict(self) -> dict[str, Any]:
         """The document as plain JSON values (enums as their strings)."""
@@ -74,6 +85,8 @@ def build_document(
     failures: FailedRequests | None = None,
     certification: Sequence[MetricCertification] = (),
     slo_bounds: Sequence[BoundClaim] = (),
+    scheduled_latency: ScheduledLatency | None = None,
+    steady_state: SteadyState | None = None,
 ) -> ValidityDocument:
     """Assemble the document; ``verdict`` combines the named verdicts."""
     verdicts: dict[str, Verdict] = {}
@@ -84,6 +97,15 @@ def build_document(
         "prompt_tokens_reconciled": prompt_tokens.verdict,
         "output_lengths_honored": output_tokens.verdict,
         "cache_cold": cache.cache_cold,
+    }
+    explanations: dict[str, str] = {}
+    if failures is not None:
+        explanations["requests_succeeded"] = words.requests_succeeded(failures)
+    explanations |= {
+        "load_generator_kept_up": words.load_generator_kept_up(dispatch),
+        "prompt_tokens_reconciled": words.tokens_reconciled(prompt_tokens, "prompt"),
+        "output_lengths_honored": words.tokens_reconciled(output_tokens, "output"),
+        "cache_cold": words.cache_cold(cache),
     }
     return ValidityDocument(
         verdict=combine(verdicts.values()),
@@ -99,32 +121,44 @@ def build_document(
         failures=failures,
         certification=tuple(certification),
         slo_bounds=tuple(slo_bounds),
+        scheduled_latency=scheduled_latency,
+        steady_state=steady_state,
+        explanations=explanations,
     )
 
 
 def summary_lines(doc: ValidityDocument) -> list[str]:
     """A few human lines: each verdict with its key figures, goodput, digests, trials."""
     lines = [f"validity: {doc.verdict.value}{_failures_headline(doc.failures)}"]
-    if doc.failures is not None:
-        lines.append(
-            f"  requests succeeded: {doc.failures.verdict.value} ({_failure_figures(doc.failures)})"
-        )
-    lines += [
-        f"  load generator kept up: {doc.verdicts['load_generator_kept_up'].value} "
-        f"({_dispatch_figures(doc.dispatch)})",
-        f"  prompt tokens reconciled: {doc.prompt_tokens.verdict.value} "
-        f"({_token_figures(doc.prompt_tokens)})",
-        f"  output lengths honored: {doc.output_tokens.verdict.value} "
-        f"({_token_figures(doc.output_tokens)})",
-        f"  cache cold: {doc.cache.cache_cold.value} ({_cache_figures(doc.cache)})",
-    ]
+    figures = {
+        "requests_succeeded": lambda: _failure_figures(doc.failures) if doc.failures else "",
+        "load_generator_kept_up": lambda: _dispatch_figures(doc.dispatch),
+        "prompt_tokens_reconciled": lambda: _token_figures(doc.prompt_tokens),
+        "output_lengths_honored": lambda: _token_figures(doc.output_tokens),
+        "cache_cold": lambda: _cache_figures(doc.cache),
+    }
+    for name, verdict in doc.verdicts.items():
+        lines.append(verdict_line(doc, name, verdict))
+        if name in figures and not (name == "requests_succeeded" and verdict is Verdict.PASS):
+            lines.append(f"      figures: {figures[name]()}")
     if doc.goodput.slo_set:
         lines.append(f"  token goodput: {_goodput_figures(doc.goodput)}")
     lines += [_certification_line(m) for m in doc.certification if m.samples]
     lines += [_bound_line(b) for b in doc.slo_bounds]
+    if doc.scheduled_latency is not None:
+        lines.append(f"  latency from the scheduled send: {doc.scheduled_latency.sentence}")
+    if doc.steady_state is not None:
+        lines.append(f"  steady state: {doc.steady_state.sentence}")
     lines += _digest_lines(doc)
     lines += trial_lines(doc.trials)
     return lines
+
+
+def verdict_line(doc: ValidityDocument, name: str, verdict: Verdict) -> str:
+    """``  load generator kept up: pass. The client sent ...``: a verdict and its sentence."""
+    sentence = doc.explanations.get(name)
+    head = f"  {name.replace('_', ' ')}: {verdict.value}"
+    return f"{head}. {sentence}" if sentence else head
 
 
 def _certification_line(metric: MetricCertification) -> str:

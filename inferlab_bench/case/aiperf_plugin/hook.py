@@ -10,43 +10,56 @@ import orjson
 
 from inferlab_bench.case.reset import ResetTarget
 
-ENV_VAR = "INFERLAB_RESET_AFTER_WARMUP"
-"""JSON {base_url, method, path, origin, timeout, evidence_path}, set by our runner."""
+ENV_VAR = "INFERLAB_AIPERF_PLUGIN"
+"""JSON of ``HookSettings``, set by our runner for the ``aiperf profile`` subprocess."""
 
 
 @dataclass(frozen=True)
 class HookSettings:
-    """What the hook needs, handed over from the case stage through the environment."""
+    """What the plugin does in the profiling phase, handed over through the environment."""
 
     base_url: str
-    target: ResetTarget
+    target: ResetTarget | None
+    """The prefix-cache reset to make after warmup drains (None: no reset)."""
     timeout: float
     evidence_path: Path
     metrics_path: Path | None = None
     """Where to write the server's /metrics read right before the first profiling credit."""
+    schedule_path: Path | None = None
+    """Where to write the rate loop's planned schedule (None: not recorded)."""
 
     def to_env(self) -> str:
+        target = self.target
         return orjson.dumps(
             {
                 "base_url": self.base_url,
-                "method": self.target.method,
-                "path": self.target.path,
-                "origin": self.target.origin,
+                "reset": None
+                if target is None
+                else {"method": target.method, "path": target.path, "origin": target.origin},
                 "timeout": self.timeout,
                 "evidence_path": str(self.evidence_path),
-                "metrics_path": None if self.metrics_path is None else str(self.metrics_path),
+                "metrics_path": _text(self.metrics_path),
+                "schedule_path": _text(self.schedule_path),
             }
         ).decode()
 
     @classmethod
     def from_env(cls, text: str) -> HookSettings:
         data: dict[str, Any] = orjson.loads(text)
-        target = ResetTarget(data["method"], data["path"], data["origin"])
-        metrics = data.get("metrics_path")
+        reset = data.get("reset")
         return cls(
             data["base_url"],
-            target,
+            None if reset is None else ResetTarget(reset["method"], reset["path"], reset["origin"]),
             float(data["timeout"]),
             Path(data["evidence_path"]),
-            None if metrics is None else Path(metrics),
+            _path(data.get("metrics_path")),
+            _path(data.get("schedule_path")),
         )
+
+
+def _text(path: Path | None) -> str | None:
+    return None if path is None else str(path)
+
+
+def _path(text: str | None) -> Path | None:
+    return None if text is None else Path(text)

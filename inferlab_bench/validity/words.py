@@ -1,0 +1,163 @@
+"""One plain sentence per verdict, for a person: what it found, and what to do about a failure.
+
+The figures stay in validity.json beside each verdict; these sentences say what they mean
+(``client_send_share_of_ttft 0.298`` becomes "the client itself took 30% of the time to first
+token: ..."). validity.json carries them as ``explanations`` and every screen shows them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from inferlab_bench.validity.cache import CacheColdness
+from inferlab_bench.validity.dispatch import DispatchFidelity
+from inferlab_bench.validity.failures import FailedRequests
+from inferlab_bench.validity.tokens import TokenReconciliation
+from inferlab_bench.validity.verdict import Check, Verdict
+
+KUBE_HINT = "lower the load or run the client on its own machine (--engine kube)"
+
+
+def requests_succeeded(failures: FailedRequests) -> str:
+    if failures.verdict is Verdict.PASS:
+        return f"All {failures.requests} requests succeeded."
+    if failures.verdict is not Verdict.FAIL:
+        return f"Not judged: {failures.check.detail}."
+    return (
+        f"{_capital(failures.in_words())}: every figure covers only the ones that succeeded, "
+        "so the server did not carry the load that was asked; see the first error of each kind."
+    )
+
+
+def load_generator_kept_up(dispatch: DispatchFidelity) -> str:
+    verdict = dispatch.load_generator_kept_up
+    failed = [c for c in dispatch.checks if c.verdict is Verdict.FAIL]
+    if failed:
+        return " ".join(_capital(_dispatch_failure(c, dispatch)) + "." for c in failed)
+    if verdict is Verdict.UNKNOWN:
+        undecided = [c for c in dispatch.checks if c.verdict is Verdict.UNKNOWN]
+        reasons = "; ".join(c.detail or c.name for c in undecided)
+        return f"Could not tell whether the client kept up with the load ({reasons})."
+    if dispatch.target_rate is not None and dispatch.achieved_rate is not None:
+        return (
+            f"The client sent at {dispatch.achieved_rate:.3g} requests/s of the "
+            f"{dispatch.target_rate:g} asked, with the arrival pattern asked."
+        )
+    if dispatch.asked_concurrency is not None and dispatch.held_concurrency is not None:
+        return (
+            f"The client kept {dispatch.held_concurrency:.3g} of {dispatch.asked_concurrency} "
+            "requests in flight, as asked."
+        )
+    return "The client sent the load as asked."
+
+
+def _dispatch_failure(check: Check, d: DispatchFidelity) -> str:
+    """The sentence for one failed dispatch check, by name (its detail for any other)."""
+    sentence = _DISPATCH.get(check.name)
+    return sentence(check, d) if sentence is not None else f"{check.name}: {check.detail}"
+
+
+def _delay(check: Check, d: DispatchFidelity) -> str:
+    return (
+        f"requests waited {check.observed or 0:.0f} ms (p95) between the moment they were due "
+        f"and the moment they were sent: the client fell behind the load; {KUBE_HINT}"
+    )
+
+
+def _rate(check: Check, d: DispatchFidelity) -> str:
+    return (
+        f"the client reached {d.achieved_rate or 0:.3g} requests/s of the {d.target_rate or 0:g} "
+        f"asked: this machine could not send the rate; {KUBE_HINT}"
+    )
+
+
+def _cv(check: Check, d: DispatchFidelity) -> str:
+    return (
+        f"the gaps between sends had a spread (CV) of {d.interarrival_cv or 0:.2f} where the "
+        f"arrival pattern asks {d.expected_interarrival_cv or 0:.2f}: the load was not the "
+        f"one asked; {KUBE_HINT}"
+    )
+
+
+def _held(check: Check, d: DispatchFidelity) -> str:
+    return (
+        f"only {d.held_concurrency or 0:.3g} of {d.asked_concurrency} requests were in flight "
+        f"on average: the client could not keep {d.asked_concurrency} streams busy; {KUBE_HINT}"
+    )
+
+
+def _send_share(check: Check, d: DispatchFidelity) -> str:
+    streams = f"{d.asked_concurrency} concurrent streams" if d.asked_concurrency else "this load"
+    return (
+        f"the client itself took {check.observed or 0:.0%} of the time to first token "
+        f"(sending each request): this machine is too slow to drive {streams}; lower the "
+        "concurrency or run on Kubernetes (--engine kube)"
+    )
+
+
+def _too_few(check: Check, d: DispatchFidelity) -> str:
+    return f"too few requests to judge the dispatch ({check.detail})"
+
+
+_DISPATCH: dict[str, Callable[[Check, DispatchFidelity], str]] = {
+    "dispatch_delay_p95_ms": _delay,
+    "achieved_rate_relative_error": _rate,
+    "interarrival_cv_error": _cv,
+    "held_concurrency_ratio": _held,
+    "client_send_share_of_ttft": _send_share,
+    "enough_requests": _too_few,
+}
+
+
+def tokens_reconciled(t: TokenReconciliation, what: str) -> str:
+    """``what`` is ``prompt`` or ``output``."""
+    if t.verdict is Verdict.PASS:
+        if what == "prompt":
+            return (
+                f"The server counted the prompt tokens the population planned on all "
+                f"{t.compared} requests."
+            )
+        return f"Every one of the {t.compared} requests produced the output length asked."
+    if t.verdict is not Verdict.FAIL:
+        return f"Not checked: {t.check.detail}."
+    if t.constant_offset is not None:
+        return (
+            f"The server counted {t.constant_offset:+d} {what} tokens on every request: it adds "
+            "something of its own to each (a BOS token, a default system prompt); the prompts "
+            "are otherwise the ones prepared."
+        )
+    if what == "prompt":
+        return (
+            f"The server counted other prompt tokens than planned on {t.mismatched} of "
+            f"{t.compared} requests: it does not see the prompts as prepared (another tokenizer "
+            "or chat template?), so this is not the population's workload."
+        )
+    return (
+        f"{t.mismatched} of {t.compared} requests did not produce the output length asked "
+        f"({t.shorter} short, {t.longer} long): the server ignores max_tokens or ignore_eos, "
+        "so the decode work differs from the plan."
+    )
+
+
+def cache_cold(c: CacheColdness) -> str:
+    check = c.checks[0] if c.checks else None
+    if c.cache_cold is Verdict.NOT_APPLICABLE:
+        return "No prefix-cache reset was asked, so whether the run started cold is not judged."
+    if c.cache_cold is Verdict.UNKNOWN:
+        reason = check.detail if check is not None else "no evidence"
+        return f"Could not tell whether the run started from an empty prefix cache: {reason}."
+    cold = c.cold_start
+    if c.cache_cold is Verdict.PASS:
+        return (
+            "The run started from an empty prefix cache: no early request found more cached "
+            "than its prompt shares with the ones before it."
+        )
+    reason = cold.reason if cold is not None else (check.detail if check else "")
+    return (
+        f"The prefix cache was not empty when the run started ({reason}): the first TTFTs are "
+        "flattered; check the reset method (--reset-prefix-cache)."
+    )
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
