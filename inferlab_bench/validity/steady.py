@@ -1,24 +1,24 @@
-"""Steady state: the window of a run in which the system had settled, found by MSER-5.
+"""Steady state: the window of a run in which the system had settled, and whether it did.
 
-A run starts empty (the first requests meet an idle server, or, at a concurrency, all arrive
-at once) and ends draining (after the last send, nothing new arrives). Neither end is the
-load the run asked for. We find the start of the settled part with MSER-5 (White, 1997,
-"An effective truncation heuristic for bias reduction in simulation output"), the standard
-warm-up deletion rule of simulation output analysis:
+A run starts empty (the first requests meet an idle server or, at a concurrency, all arrive
+at once) and ends draining (after the last send nothing new arrives). Neither end is the load
+the run asked for. Two steps, over three per-request series in send order: the number of
+requests in flight when it was sent (the system's state), its TTFT and its end-to-end
+latency; requests still running at the last send (the drain) are left out.
 
-- a series in send order is cut into batches of 5 and averaged;
-- for each truncation d (in batches), MSER(d) = sum over kept batches of (mean_i - mean)^2,
-  divided by the square of the number kept: the squared standard error of the kept mean;
-- the truncation is the d that minimizes it. It is trusted only when it falls in the first
-  half of the series; a minimum further on means the series was still moving when the run
-  ended (it never settled, or the run is too short to tell).
+1. Where the warm-up ends: MSER-5 (White, 1997, "An effective truncation heuristic for bias
+   reduction in simulation output"), the standard warm-up deletion rule of simulation output
+   analysis. The series is cut into batches of 5 and averaged; for each truncation d (in
+   batches, searched over the first half), MSER(d) is the squared standard error of the mean
+   of the batches kept; the truncation is the d that minimizes it. The window starts at the
+   latest truncation of the three series and ends at the last send.
+2. Whether what remains is level: a series still moving has a trend. Over the kept batch
+   means, Kendall's tau against time must not be significant (p < 0.01) together with a
+   Theil-Sen slope that moves the series by more than a quarter of its median across the
+   window. An overloaded open loop fails this (its queue, and every latency, keeps growing);
+   a noisy but level run passes it.
 
-Three series are cut this way, each request in send order: the number of requests in flight
-when it was sent (the system's state: it climbs through a first wave and, in an overloaded
-open loop, never stops climbing), its TTFT and its end-to-end latency. The window starts at
-the latest of the three truncations and ends at the last send; its figures are over the
-requests that started and finished inside it. Fewer than ``MIN_BATCHES`` batches are not
-judged: the rule has nothing to stand on.
+Fewer than ``MIN_BATCHES`` batches are not judged: neither step has anything to stand on.
 """
 
 from __future__ import annotations
@@ -30,46 +30,64 @@ from inferlab_bench.validity.verdict import Figures, Verdict
 
 BATCH = 5
 MIN_BATCHES = 10
+TREND_P = 0.01
+TREND_SHARE = 0.25
+"""A kept series with a significant trend (Kendall p < 0.01) that moves it by more than a
+quarter of its median across the window has not settled."""
 NS_PER_S = 1e9
 PERCENTILES = (50.0, 90.0, 99.0)
 
 
-def mser_truncation(series: FloatArray, batch: int = BATCH) -> tuple[int, int] | None:
-    """(d, batches): MSER-``batch``'s truncation in batches, and how many batches there were.
-
-    Only whole batches from the start count (a remainder at the end is dropped). None when the
-    series has fewer than two batches.
-    """
+def batch_means(series: FloatArray, batch: int = BATCH) -> FloatArray:
+    """Means of consecutive batches (a remainder at the end is dropped)."""
     batches = len(series) // batch
-    if batches < 2:
-        return None
-    means = np.asarray(series[: batches * batch], dtype=np.float64).reshape(batches, batch)
-    means = means.mean(axis=1)
-    values = [float(((kept - kept.mean()) ** 2).sum()) / len(kept) ** 2 for kept in _tails(means)]
-    return int(np.argmin(values)), batches  # the first minimum: the least truncation
+    means: FloatArray = (
+        np.asarray(series[: batches * batch], dtype=np.float64).reshape(batches, batch).mean(1)
+    )
+    return means
 
 
-def _tails(means: FloatArray) -> list[FloatArray]:
-    """means[d:] for every truncation d that keeps at least two batches."""
-    return [means[d:] for d in range(len(means) - 1)]
+def mser_truncation(means: FloatArray) -> int:
+    """MSER's truncation, in batches, searched over the first half: the least d minimizing
+    the squared standard error of the mean of ``means[d:]``."""
+    values = [
+        float(((kept - kept.mean()) ** 2).sum()) / len(kept) ** 2
+        for kept in (means[d:] for d in range(len(means) // 2 + 1))
+    ]
+    return int(np.argmin(values))  # the first minimum: the least truncation
+
+
+def trend(means: FloatArray) -> tuple[float, float]:
+    """(Kendall's p-value against time, Theil-Sen change across the series / its median)."""
+    from scipy import stats  # imported here: scipy is slow to import and only this needs it
+
+    if np.ptp(means) == 0:
+        return 1.0, 0.0
+    index = np.arange(len(means), dtype=np.float64)
+    p_value = float(stats.kendalltau(index, means).pvalue)
+    slope = float(stats.theilslopes(means, index).slope)
+    median = float(np.median(np.abs(means)))
+    change = abs(slope) * (len(means) - 1) / median if median > 0 else float("inf")
+    return p_value, change
 
 
 def in_flight_at_send(start_ns: Int64Array, end_ns: Int64Array) -> FloatArray:
-    """Per request, how many others were in flight at its start (ends at t before starts at t)."""
-    ends = np.sort(end_ns)
-    starts = np.sort(start_ns)
-    started_before = np.searchsorted(starts, start_ns, side="left")
-    ended_by = np.searchsorted(ends, start_ns, side="right")
-    result: FloatArray = (started_before - ended_by).astype(np.float64)
+    """Per request (``start_ns`` in send order), how many sent before it were still in flight
+    when it was sent (an end at t counts as before a start at t)."""
+    ended_by = np.searchsorted(np.sort(end_ns), start_ns, side="right")
+    result: FloatArray = (np.arange(len(start_ns)) - ended_by).astype(np.float64)
     return result
 
 
 class SeriesCut(Figures):
-    """MSER-5 on one series: where it cut, and whether the cut can be trusted."""
+    """One series: where MSER-5 cut its warm-up, and whether the rest is level."""
 
     series: str
     truncated_requests: int
     batches: int
+    trend_p_value: float
+    trend_change: float
+    """The Theil-Sen change across the kept batches, as a share of their median."""
     settled: bool
 
 
@@ -106,57 +124,65 @@ class SteadyState(Figures):
 def steady_state(records: PhaseRecords) -> SteadyState:
     """Find the steady window of one phase and report figures over it beside the whole run."""
     n = len(records)
-    if n < BATCH * MIN_BATCHES:
+    order = np.argsort(records.start_ns, kind="stable")
+    start, end = records.start_ns[order], records.end_ns[order]
+    last_send = int(start[-1]) if n else 0
+    loaded = end <= last_send  # the drain (still running at the last send) is left out
+    if int(loaded.sum()) < BATCH * MIN_BATCHES:
         return SteadyState(
             reached=Verdict.UNKNOWN,
             requests=n,
-            sentence=f"Not judged: {n} requests are too few to tell a settled run from a "
-            f"ramp (MSER-5 needs at least {BATCH * MIN_BATCHES}).",
+            sentence=f"Not judged: of {n} requests, {int(loaded.sum())} finished before the "
+            f"last send, too few to tell a settled run from a ramp (MSER-5 needs at least "
+            f"{BATCH * MIN_BATCHES}).",
         )
-    order = np.argsort(records.start_ns, kind="stable")
-    start, end = records.start_ns[order], records.end_ns[order]
-    series = {"in_flight_at_send": in_flight_at_send(start, end)}
+    series = {"in_flight_at_send": in_flight_at_send(start, end)[loaded]}
     for name, column in (("ttft_ms", records.ttft_ms), ("request_latency_ms", records.latency_ms)):
         if column is not None:
-            series[name] = _filled(column[order])
+            series[name] = _filled(column[order][loaded])
     cuts = tuple(_cut(name, values) for name, values in series.items())
     first = int(start[0])
     if not all(c.settled for c in cuts):
-        moving = ", ".join(c.series for c in cuts if not c.settled)
+        moving = " and ".join(c.series for c in cuts if not c.settled)
         return SteadyState(
             reached=Verdict.FAIL,
             requests=n,
             cuts=cuts,
-            window_end_s=(int(start[-1]) - first) / NS_PER_S,
-            sentence=f"Never reached a steady state: {moving} was still moving when the run "
-            "ended (an overloaded server's queue keeps growing, or the run is too short for "
-            "this load); its percentiles describe a ramp, not a level.",
+            window_end_s=(last_send - first) / NS_PER_S,
+            sentence=f"Never reached a steady state: {moving} kept moving to the end of the "
+            "run (an overloaded server's queue keeps growing, or the run is too short for this "
+            "load), so its percentiles describe a trend, not a level.",
         )
     skip = max(c.truncated_requests for c in cuts)
-    lo, hi = int(start[skip]), int(start[-1])
-    inside = (records.start_ns >= lo) & (records.end_ns <= hi)
+    lo = int(start[np.flatnonzero(loaded)[skip]])
+    inside = (records.start_ns >= lo) & (records.end_ns <= last_send)
     return SteadyState(
         reached=Verdict.PASS,
         requests=n,
         cuts=cuts,
         window_start_s=(lo - first) / NS_PER_S,
-        window_end_s=(hi - first) / NS_PER_S,
+        window_end_s=(last_send - first) / NS_PER_S,
         requests_in_window=int(inside.sum()),
         in_flight_whole_run=_mean_in_flight(records, first, int(records.end_ns.max())),
-        in_flight_steady=_mean_in_flight(records, lo, hi),
+        in_flight_steady=_mean_in_flight(records, lo, last_send),
         completions_per_s_whole_run=_completion_rate(records.end_ns, first, None),
-        completions_per_s_steady=_completion_rate(records.end_ns, lo, hi),
+        completions_per_s_steady=_completion_rate(records.end_ns, lo, last_send),
         latencies=_window_latencies(records, inside),
-        sentence=_settled_sentence(skip, n, int(inside.sum()), (hi - lo) / NS_PER_S),
+        sentence=_settled_sentence(skip, n, int(inside.sum()), (last_send - lo) / NS_PER_S),
     )
 
 
 def _cut(name: str, values: FloatArray) -> SeriesCut:
-    found = mser_truncation(values)
-    assert found is not None  # n >= BATCH * MIN_BATCHES
-    d, batches = found
+    means = batch_means(values)
+    d = mser_truncation(means)
+    p_value, change = trend(means[d:])
     return SeriesCut(
-        series=name, truncated_requests=d * BATCH, batches=batches, settled=d <= batches // 2
+        series=name,
+        truncated_requests=d * BATCH,
+        batches=len(means),
+        trend_p_value=p_value,
+        trend_change=change,
+        settled=not (p_value < TREND_P and change > TREND_SHARE),
     )
 
 
