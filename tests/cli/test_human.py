@@ -173,13 +173,41 @@ def test_strict_fails_a_case_whose_load_generator_fell_behind(tmp_path: Path) ->
     validity = json.loads((tmp_path / "validity.json").read_text())
     assert validity["verdicts"]["load_generator_kept_up"] == "fail"
     # In a sweep's one line per case, the failed checks follow the verdicts.
-    [line] = validity_lines(load_case(tmp_path))
+    line, *sentences = validity_lines(load_case(tmp_path))
     assert "load_generator_kept_up=fail" in line and "; failed: " in line
+    assert sentences[0] == "  " + validity["explanations"]["load_generator_kept_up"]
+    if validity["steady_state"]["reached"] == "fail":  # a client this far behind never settles
+        assert sentences[1:] == ["  " + validity["steady_state"]["sentence"]]
     failed = [c["name"] for c in validity["dispatch"]["checks"] if c["verdict"] == "fail"]
     assert failed and all(name in line.split("; failed: ")[1] for name in failed)
     # A damaged validity.json is shown as saved, not a traceback.
     damaged = replace(load_case(tmp_path), validity={**validity, "dispatch": "?"})
     assert validity_lines(damaged) == [line.split("; failed: ")[0]]
+
+
+def test_a_short_rate_run_writes_every_validity_section_in_words(
+    server_url: str, tmp_path: Path
+) -> None:
+    """The done-when of certified numbers: 40 requests at 6/s, on the simulator."""
+    proc = cli("run", *common(server_url, tmp_path), "--rate", "6", "--requests", "40")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    validity = json.loads((tmp_path / "validity.json").read_text())
+    certification = {m["metric"]: m for m in validity["certification"]}
+    p99 = next(c for c in certification["ttft_ms"]["claims"] if c["percentile"] == 99)
+    assert not p99["certified"] and p99["needed_samples"] == 662
+    assert validity["scheduled_latency"]["applies"]
+    assert validity["scheduled_latency"]["basis"] == "planned"
+    assert {r["metric"] for r in validity["scheduled_latency"]["latencies"]} == {
+        "ttft_ms",
+        "request_latency_ms",
+    }
+    assert validity["steady_state"]["reached"] == "unknown"  # 40 requests: too few to tell
+    assert set(validity["explanations"]) == set(validity["verdicts"])
+    # On screen: p99 starred, the star explained in words, each section in a sentence.
+    assert "*" in proc.stdout and "not certified: too few requests" in proc.stdout
+    out = " ".join(proc.stdout.split())
+    assert "p99 needs 662" in out
+    assert "latency from the scheduled send: " in out and "steady state: Not judged" in out
 
 
 def test_run_against_a_dead_server_fails_with_a_saved_result(tmp_path: Path) -> None:

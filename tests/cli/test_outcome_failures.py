@@ -36,7 +36,9 @@ def test_strict_refuses_failed_requests(tmp_path: Path, capsys: pytest.CaptureFi
     assert exit_code([case], strict=True) != 0
     err = capsys.readouterr().err
     assert "--strict: validity verdict failed: c2: requests_succeeded" in err
-    [line] = validity_lines(case)
+    line, *sentences = validity_lines(case)
     assert "2 of 8 requests failed: transport 2" in line
+    # Under the case's line, each failed verdict in one plain sentence.
+    assert any(s.strip().startswith("2 of 8 requests failed") for s in sentences)
     detailed = validity_lines(case, detailed=True)
     assert detailed[0] == "validity: fail (2 of 8 requests failed: transport 2)"
