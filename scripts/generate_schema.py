@@ -1,25 +1,28 @@
-"""Regenerate inferlab_bench/schema/protocol-v6.schema.json from the wire models.
+"""Regenerate the committed JSON schemas (inferlab_bench/schema/) from the models.
 
-Run after changing inferlab_bench/protocol.py: ``python3 scripts/generate_schema.py``.
-``--check`` exits 1 when the committed file differs from what the models give.
+Run after changing inferlab_bench/protocol.py or the validity document's models:
+``python3 scripts/generate_schema.py``. ``--check`` exits 1 when a committed file differs
+from what the models give.
 """
 
 from __future__ import annotations
 
 import sys
 
-from inferlab_bench.schema import SCHEMA_PATH, render
+from inferlab_bench.schema import committed
 
 
 def main(argv: list[str]) -> int:
-    fresh = render()
-    if "--check" in argv:
-        same = SCHEMA_PATH.is_file() and SCHEMA_PATH.read_bytes() == fresh
-        print(f"{SCHEMA_PATH}: {'up to date' if same else 'stale; regenerate it'}")
-        return 0 if same else 1
-    SCHEMA_PATH.write_bytes(fresh)
-    print(f"wrote {SCHEMA_PATH} ({len(fresh)} bytes)")
-    return 0
+    stale = 0
+    for path, fresh in committed().items():
+        if "--check" in argv:
+            same = path.is_file() and path.read_bytes() == fresh
+            print(f"{path}: {'up to date' if same else 'stale; regenerate it'}")
+            stale += not same
+        else:
+            path.write_bytes(fresh)
+            print(f"wrote {path} ({len(fresh)} bytes)")
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":

@@ -19,9 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import orjson
 import pytest
 
+from inferlab_bench import schema
 from inferlab_bench.case.stage import CaseOptions, run_case
 from inferlab_bench.protocol import ClientStatus
 from inferlab_bench.simulator import LatencyConfig, SimulatorConfig, running_simulator
@@ -31,6 +33,7 @@ pytestmark = pytest.mark.slow
 
 RANDOM = {"kind": "random", "input_tokens": 32, "output_tokens": 8}
 STALL_S = 0.6
+VALIDITY_SCHEMA = orjson.loads(schema.VALIDITY_SCHEMA_PATH.read_bytes())
 
 
 def rate(requests_per_s: float) -> dict[str, Any]:
@@ -91,7 +94,9 @@ def freeze_client_once(sim: Any, after_requests: int) -> threading.Thread:
 
 
 def validity_of(artifact_dir: Path) -> dict[str, Any]:
+    """validity.json, checked against its committed schema first."""
     doc: dict[str, Any] = orjson.loads((artifact_dir / "validity.json").read_bytes())
+    jsonschema.Draft202012Validator(VALIDITY_SCHEMA).validate(doc)
     return doc
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -131,3 +132,11 @@ def test_our_schema_agrees_with_the_spec() -> None:
         theirs = Shape(spec).of({"$ref": f"#/$defs/{message}"})
         found += differences(ours, theirs, message, result=message in RESULTS)
     assert found == []
+
+
+def test_committed_validity_schema_is_what_the_models_generate() -> None:
+    assert schema.VALIDITY_SCHEMA_PATH.read_bytes() == schema.render_validity(), (
+        "stale validity schema: run python3 scripts/generate_schema.py"
+    )
+    sections = set(json.loads(schema.VALIDITY_SCHEMA_PATH.read_bytes())["properties"])
+    assert {"certification", "scheduled_latency", "steady_state", "explanations"} <= sections

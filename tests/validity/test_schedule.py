@@ -1,4 +1,4 @@
-"""Latency from the scheduled send: matched to the plan by issue order, added where the client was late."""
+"""Latency from the scheduled send: matched to the plan by issue order, counted where sent late."""
 
 from __future__ import annotations
 

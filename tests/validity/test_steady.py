@@ -1,4 +1,4 @@
-"""Steady state: MSER-5 finds a ramp's end, a trend says a run never settled, short runs are not judged."""
+"""Steady state: MSER-5 cuts a ramp, a trend test says a run never settled, short runs unjudged."""
 
 from __future__ import annotations
 
