@@ -66,7 +66,7 @@ ALLOWED: dict[str, set[str]] = {
         "layout",
         "interrupts",
     },
-    "schema": {"protocol"},
+    "schema": {"protocol", "validity"},  # the documents whose schemas it commits
     # Human workflows sit above every stage and the report, below the CLI.
     "runs": {
         "errors",
