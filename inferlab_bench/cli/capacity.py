@@ -4,6 +4,7 @@ every probe one of our cases; ``capacity-json`` is the same search in JSON mode.
 from __future__ import annotations
 
 import argparse
+import typing
 from typing import Any
 
 from rich.table import Table
@@ -33,6 +34,9 @@ from inferlab_bench.runs.advice import run_size_advice
 from inferlab_bench.runs.options import CapacityFlags, CapacityJsonFlags
 from inferlab_bench.runs.requests import CaseShape, case_request
 
+PERCENTILE_CHOICES = typing.get_args(
+    typing.get_args(CapacityFlags.model_fields["percentile"].annotation)[0]
+)
 PLANNERS = {
     "smooth-isotonic": PlannerName.SMOOTH_ISOTONIC,
     "monotonic": PlannerName.MONOTONIC,
@@ -53,9 +57,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     search.add_argument(
         "--attainment", help="share of requests within every bound at once (default 0.95)"
     )
-    search.add_argument("--percentile", help="instead: every bound held at p50|p75|p90|p95|p99")
     search.add_argument(
-        "--planner", help="AIPerf's planner: smooth-isotonic (default), monotonic, bayesian"
+        "--percentile",
+        choices=PERCENTILE_CHOICES,
+        help="instead: every bound held at this percentile",
+    )
+    search.add_argument(
+        "--planner", choices=tuple(PLANNERS), help="AIPerf's planner (default smooth-isotonic)"
     )
     search.add_argument("--max-probes", help="counted probes at most (default 20)")
     search.add_argument(
