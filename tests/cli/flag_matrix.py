@@ -323,9 +323,7 @@ def good_value(shape: Shape, files: Files) -> str:
         "reset": "none",
         "count_range": "1:2",
         "rate_range": "0.5:2",
-    }.get(
-        shape.kind or "", "x"
-    )
+    }.get(shape.kind or "", "x")
 
 
 def leaf_parser(words: tuple[str, ...]) -> argparse.ArgumentParser:
