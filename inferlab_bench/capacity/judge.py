@@ -94,7 +94,8 @@ def judge(figures: ProbeFigures, slo: BenchRequestSloInput, criterion: Criterion
     if reason is not None:
         met = None
     elif criterion.kind == "attainment":
-        met = figures.good_ratio is not None and figures.good_ratio >= criterion.ratio - 1e-12
+        # The same comparison as AIPerf's filter (value >= threshold), so the two never differ.
+        met = figures.good_ratio is not None and figures.good_ratio >= criterion.ratio
     else:
         met = all(m.met for m in metrics)
     return ProbeJudgement(

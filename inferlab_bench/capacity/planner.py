@@ -11,9 +11,12 @@ is not told at all, which AIPerf's own sweep loop cannot do.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import importlib.util
 import math
-from collections.abc import Mapping
+import warnings
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from inferlab_bench.capacity.answer import PlannerFacts
@@ -49,11 +52,15 @@ def sla_filters(spec: SearchSpec, slo: BenchRequestSloInput) -> list[dict[str, A
     ]
 
 
-def sweep_block(spec: SearchSpec, slo: BenchRequestSloInput) -> dict[str, Any]:
-    """The ``sweep`` section of an AIPerf config that asks for this search."""
+def sweep_block(
+    spec: SearchSpec, slo: BenchRequestSloInput, *, botorch: bool = False
+) -> dict[str, Any]:
+    """The ``sweep`` section of an AIPerf config that asks for this search. Without the
+    optional BoTorch stack, ``bayesian`` is AIPerf's optuna planner with its TPE sampler:
+    what AIPerf's bayesian preset falls back to (with a warning) anyway."""
     block: dict[str, Any] = {
         "type": "adaptive_search",
-        "planner": str(spec.planner),
+        "planner": planner_plugin(spec.planner, botorch=botorch),
         "searchSpace": [
             {
                 "path": SWEPT_PATHS[spec.axis],
@@ -72,7 +79,20 @@ def sweep_block(spec: SearchSpec, slo: BenchRequestSloInput) -> dict[str, Any]:
     if spec.planner is PlannerName.BAYESIAN:
         block["nInitialPoints"] = min(5, spec.max_probes - 1)
         block["randomSeed"] = 0
+        if not botorch:
+            block["optunaSampler"] = "tpe"
     return block
+
+
+def planner_plugin(planner: PlannerName, *, botorch: bool) -> str:
+    """AIPerf's planner plugin name for ours."""
+    if planner is PlannerName.BAYESIAN and not botorch:
+        return "optuna"
+    return str(planner)
+
+
+def botorch_installed() -> bool:
+    return importlib.util.find_spec("botorch") is not None
 
 
 class AiperfPlanner:
@@ -84,10 +104,12 @@ class AiperfPlanner:
         from aiperf.orchestrator.search_planner import build_search_planner
 
         document = copy.deepcopy(dict(config))
-        document["sweep"] = sweep_block(spec, slo)
+        self._botorch = botorch_installed()
+        document["sweep"] = sweep_block(spec, slo, botorch=self._botorch)
         try:
             plan = build_benchmark_plan(load_config_from_mapping(document))
-            planner = build_search_planner(plan)
+            with _foreign_warnings():
+                planner = build_search_planner(plan)
         except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
             raise ConfigurationError(
                 f"AIPerf refused the search: {exc}".splitlines()[0],
@@ -102,7 +124,8 @@ class AiperfPlanner:
     def ask(self) -> int | None:
         """The next planner integer to probe, or None when the planner has converged."""
         if self._pending is None:
-            proposal = self._planner.ask()
+            with _foreign_warnings():
+                proposal = self._planner.ask()
             if proposal is None:
                 return None
             self._pending = proposal[1]
@@ -122,13 +145,14 @@ class AiperfPlanner:
         }
         variation, self._pending = self._pending, None
         result = RunResult(label=label, success=True, summary_metrics=summary)
-        self._planner.tell(variation, [result])
+        with _foreign_warnings():
+            self._planner.tell(variation, [result])
         return bool(self._planner.history()[-1].feasible)
 
     def facts(self) -> PlannerFacts:
         boundary = self._planner.boundary_summary()
         return PlannerFacts(
-            name=str(self._spec.planner),
+            name=planner_plugin(self._spec.planner, botorch=self._botorch),
             convergence_reason=self._planner.convergence_reason(),
             boundary=None if boundary is None else self._in_loads(dict(boundary)),
         )
@@ -141,3 +165,12 @@ class AiperfPlanner:
                 boundary[key] = {**block, "value": self._spec.load(int(block["value"]))}
         # boundary_ci stays as AIPerf gives it: a bootstrap CI of the binding SLO's margin.
         return boundary
+
+
+@contextlib.contextmanager
+def _foreign_warnings() -> Iterator[None]:
+    """AIPerf 0.13's optuna planner passes optuna 5 a deprecated ``constraints_func``: its
+    FutureWarning is about their code, not ours, and must not reach a person's terminal."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=FutureWarning, message=".*constraints_func")
+        yield
