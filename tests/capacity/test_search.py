@@ -116,3 +116,25 @@ def test_failing_at_the_bottom_of_the_range_is_below_it(tmp_path: Path) -> None:
     answer = outcome.answer  # type: ignore[attr-defined]
     assert answer.status is Status.BELOW_RANGE
     assert answer.capacity is None and answer.lowest_failing == 2
+
+
+def test_the_tables_show_each_probe_and_the_answer(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from inferlab_bench.cli.capacity import answer_table, probe_table
+
+    server = cliff(11)
+    server.invalid = {8.0: 1}
+    outcome = search(tmp_path, server)
+    console = Console(width=200, record=True)
+    req_spec = SearchSpec(
+        axis=Axis.CONCURRENCY, low=1, high=64, criterion=Criterion(kind="attainment", value=0.95)
+    )
+    console.print(probe_table(outcome, req_spec), answer_table(outcome, req_spec))  # type: ignore[arg-type]
+    text = console.export_text()
+    assert "c=11" in text and "c=12" in text
+    assert "FAIL" in text  # the invalid c=8 probe, listed and not counted
+    assert "found" in text and "ttft_ms" in text
+    assert (tmp_path / "capacity.json").is_file() and (
+        tmp_path / "plots" / "capacity.png"
+    ).is_file()
