@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import typing
+from dataclasses import replace
 from typing import Any
 
 from rich.table import Table
@@ -115,9 +116,15 @@ def _run(flags: CapacityFlags) -> int:
         shape = CaseShape(
             first, requests=args.requests, warmup=args.warmup, budget_seconds=args.budget
         )
-        base = case_request(target_from(args), workload_from(args), shape, args.out.resolve())
+        workload = workload_from(args)
+        if workload.slo is not None:  # judged at the criterion's share, as every probe is
+            ratio = spec.criterion.ratio
+            slo = workload.slo.model_copy(update={"minimum_good_request_ratio": ratio})
+            workload = replace(workload, slo=slo)
+        base = case_request(target_from(args), workload, shape, args.out.resolve())
         request = CapacityRequest(case=base, search=spec)
-        check_run_size(run_size_advice(base), strict=args.strict)
+        top = spec.shape(spec.index_high)
+        check_run_size(run_size_advice(base, [first, top]), strict=args.strict)
     except InferlabError as exc:
         return usage_error(exc)
     except ValueError as exc:  # the search model's own rules, worded for a person
@@ -186,7 +193,7 @@ def answer_table(outcome: CapacityOutcome, spec: SearchSpec) -> Table:
         ("status", a.status.value),
         ("capacity", spec.label(a.capacity)),
         ("lowest failing load", spec.label(a.lowest_failing)),
-        ("first metric to breach", f"{a.first_breach or '-'} ({a.first_breach_detail or ''})"),
+        ("first metric to breach", _breach(a.first_breach, a.first_breach_detail)),
         ("within SLO at capacity", _share(a.attainment_at_capacity)),
         ("goodput at capacity", f"{_num(a.goodput_at_capacity)} req/s"),
         (
@@ -200,6 +207,11 @@ def answer_table(outcome: CapacityOutcome, spec: SearchSpec) -> Table:
             f"{outcome.wall_seconds:.0f} s",
         ),
     ]
+    if a.status is Status.CLIENT_LIMITED:
+        rows[1:1] = [
+            ("highest valid pass", spec.label(a.highest_valid_pass)),
+            ("client could not drive", spec.label(a.client_limit)),
+        ]
     for key, value in rows:
         table.add_row(key, value)
     return table
@@ -218,6 +230,10 @@ def _run_json(flags: CapacityJsonFlags) -> int:
         failed_result=lambda message, raw: CapacityResult(status="failed", error=message),
         what="capacity search",
     )
+
+
+def _breach(metric: str | None, detail: str | None) -> str:
+    return "-" if metric is None else f"{metric} ({detail})"
 
 
 def _ms(value: float | None) -> str:
