@@ -110,7 +110,8 @@ class AiperfPlanner:
             plan = build_benchmark_plan(load_config_from_mapping(document))
             with _foreign_warnings():
                 planner = build_search_planner(plan)
-        except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
+        except Exception as exc:  # AIPerf's config errors, pydantic's, its planners' ValueError
+            # Translated once, here: the search cannot start, and the person is told why.
             raise ConfigurationError(
                 f"AIPerf refused the search: {exc}".splitlines()[0],
                 hint="see docs/capacity.md for what each planner accepts",
