@@ -24,7 +24,10 @@ class Status(enum.StrEnum):
     BELOW_RANGE = "below_range"
     """Even the lowest load failed: the capacity is below the range."""
     CLIENT_LIMITED = "client_limited"
-    """A probe stayed invalid: this client could not drive the load; no capacity claimed."""
+    """A probe stayed invalid because this client could not drive its load; no capacity."""
+    UNMEASURED = "unmeasured"
+    """A probe stayed invalid for another reason (the case failed, tokens did not reconcile,
+    the cache stayed warm): the search stopped; no capacity claimed."""
     INCONCLUSIVE = "inconclusive"
     """The search ended without a counted verdict on either side."""
 
@@ -63,8 +66,8 @@ class Answer:
     lowest_failing: float | None
     highest_valid_pass: float | None
     """The highest counted pass (a lower bound even when no capacity is claimed)."""
-    client_limit: float | None
-    """The load the client could not drive (client_limited only)."""
+    stopped_at_load: float | None
+    """The load whose probe stayed invalid (client_limited / unmeasured only)."""
     first_breach: str | None
     first_breach_detail: str | None
     attainment_at_capacity: float | None
@@ -100,7 +103,8 @@ def answer(
     best = max(passes, key=lambda p: p.load) if passes else None
     breach, detail = first_breach(counted)
     if stopped_at is not None:
-        status = Status.CLIENT_LIMITED
+        limited = stopped_at.judgement.client_limited
+        status = Status.CLIENT_LIMITED if limited else Status.UNMEASURED
     elif best is not None and lowest_failing is not None:
         status = Status.FOUND
     elif best is not None:
@@ -115,7 +119,7 @@ def answer(
         capacity=None if claimed is None else claimed.load,
         lowest_failing=lowest_failing,
         highest_valid_pass=None if best is None else best.load,
-        client_limit=None if stopped_at is None else stopped_at.load,
+        stopped_at_load=None if stopped_at is None else stopped_at.load,
         first_breach=breach,
         first_breach_detail=detail,
         attainment_at_capacity=None if claimed is None else claimed.judgement.attainment,
@@ -186,16 +190,18 @@ def _message(
     def show(load: float | None) -> str:
         return "-" if load is None else labels.get(load, f"{load:g}")
 
-    if status is Status.CLIENT_LIMITED and stopped_at is not None:
+    if stopped_at is not None:
         below = f"; the highest valid pass was {show(best.load)}" if best is not None else ""
-        hint = (
-            "; run the load from more machines: --engine kube (docs/kube.md)"
-            if stopped_at.judgement.client_limited
-            else ""
-        )
+        reason = stopped_at.judgement.invalid_reason
+        if status is Status.CLIENT_LIMITED:
+            return (
+                f"no capacity claimed: the client could not drive {show(stopped_at.load)} on "
+                f"this machine ({reason}){below}; run the load from more machines: "
+                "--engine kube (docs/kube.md)"
+            )
         return (
-            f"no capacity claimed: the client could not measure {show(stopped_at.load)} on this "
-            f"machine ({stopped_at.judgement.invalid_reason}){below}{hint}"
+            f"no capacity claimed: the probe at {show(stopped_at.load)} could not be measured "
+            f"({reason}){below}"
         )
     if status is Status.FOUND and best is not None:
         return f"capacity {show(best.load)}: it meets the SLO; {show(lowest_failing)} does not"

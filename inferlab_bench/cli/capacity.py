@@ -140,6 +140,8 @@ def _run(flags: CapacityFlags) -> int:
     except InferlabError as exc:
         return report_error(exc)
     render(outcome, spec, as_json=args.as_json)
+    if outcome.answer.status is Status.UNMEASURED:
+        return EXIT_FAILED  # nothing was measured that could be believed: say so in the code
     return EXIT_FAILED if args.strict and outcome.answer.status is not Status.FOUND else 0
 
 
@@ -207,10 +209,10 @@ def answer_table(outcome: CapacityOutcome, spec: SearchSpec) -> Table:
             f"{outcome.wall_seconds:.0f} s",
         ),
     ]
-    if a.status is Status.CLIENT_LIMITED:
+    if a.status in (Status.CLIENT_LIMITED, Status.UNMEASURED):
         rows[1:1] = [
             ("highest valid pass", spec.label(a.highest_valid_pass)),
-            ("client could not drive", spec.label(a.client_limit)),
+            ("stopped at", spec.label(a.stopped_at_load)),
         ]
     for key, value in rows:
         table.add_row(key, value)

@@ -226,7 +226,9 @@ class CapacityFlags(CaseFlags):
         top = self.concurrency_range[1] if self.concurrency_range else None
         if top is not None and top > self.requests:
             raise refuse_field(
-                "concurrency_range", f"a top of at most --requests ({self.requests})", top
+                "concurrency_range",
+                f"a top of at most --requests ({self.requests}): more are never in flight",
+                top,
             )
         return self
 

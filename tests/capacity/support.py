@@ -40,7 +40,7 @@ def figures(
         failed_checks=() if verdicts is None else ("client_send_share_of_ttft 0.2 (bound 0.03)",),
         latencies={"ttft_ms": values},
         succeeded=succeeded,
-        good_ratio=good / len(values),
+        good_ratio=good / len(values) if len(values) else None,
         goodput=float(good),
         request_throughput=float(len(values)),
         certified={"ttft_ms": False},

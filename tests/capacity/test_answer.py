@@ -54,7 +54,7 @@ def test_an_uncounted_probe_decides_nothing() -> None:
     result = answer(probes, FACTS, stopped_at=probes[1], labels={8: "c=8"})
     assert result.status is Status.CLIENT_LIMITED
     assert result.capacity is None and result.lowest_failing is None
-    assert result.highest_valid_pass == 4 and result.client_limit == 8
+    assert result.highest_valid_pass == 4 and result.stopped_at_load == 8
     assert "c=8" in result.message and "--engine kube" in result.message
 
 

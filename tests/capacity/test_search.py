@@ -9,7 +9,7 @@ import pytest
 from inferlab_bench.capacity import CapacityRequest, Criterion, SearchSpec, Status, run_capacity
 from inferlab_bench.capacity.spec import Axis, PlannerName
 from inferlab_bench.case.stage import CaseOptions
-from tests.capacity.support import ScriptedServer
+from tests.capacity.support import ScriptedServer, figures
 from tests.case.support import make_request
 
 SLO = {"ttft_ms": 200.0, "minimum_good_request_ratio": 0.5}
@@ -67,7 +67,7 @@ def test_a_probe_invalid_twice_stops_the_search_without_a_capacity(tmp_path: Pat
     outcome = search(tmp_path, server)
     answer = outcome.answer  # type: ignore[attr-defined]
     assert answer.status is Status.CLIENT_LIMITED
-    assert answer.capacity is None and answer.client_limit == 8
+    assert answer.capacity is None and answer.stopped_at_load == 8
     assert answer.highest_valid_pass == 4  # 1, 2, 4 passed before c=8
     assert [load for load, _ in server.seen] == [1, 2, 4, 8, 8]
     assert "--engine kube" in answer.message and "c=8" in answer.message
@@ -138,3 +138,17 @@ def test_the_tables_show_each_probe_and_the_answer(tmp_path: Path) -> None:
     assert (tmp_path / "capacity.json").is_file() and (
         tmp_path / "plots" / "capacity.png"
     ).is_file()
+
+
+def test_a_probe_that_cannot_be_measured_is_not_blamed_on_the_client(tmp_path: Path) -> None:
+    """A failed case (here: a server that answers nothing) stops the search as unmeasured."""
+
+    def dead(request: object, options: object, engine: object) -> object:
+        return figures([], status="failed")
+
+    outcome = search(tmp_path, dead)  # type: ignore[arg-type]
+    answer = outcome.answer  # type: ignore[attr-defined]
+    assert answer.status is Status.UNMEASURED and answer.capacity is None
+    assert "could not be measured" in answer.message and "AIPerf exited" in answer.message
+    assert "--engine kube" not in answer.message
+    assert len(outcome.probes) == 2  # type: ignore[attr-defined]

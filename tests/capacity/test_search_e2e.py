@@ -178,7 +178,7 @@ def test_a_client_that_falls_behind_gets_no_capacity(
     answer = document["answer"]
     assert answer["status"] == "client_limited"
     assert answer["capacity"] is None and answer["interval"] is None
-    assert answer["client_limit"] == 1
+    assert answer["stopped_at_load"] == 1
     assert "--engine kube" in answer["message"]
     assert document["probes_run"] == 1 and document["probes_counted"] == 0
     for probe in document["probes"]:
