@@ -37,7 +37,7 @@ def capacity_plot(spec: SearchSpec, answer: Answer, probes: Sequence[Probe], pat
         ax.axhline(spec.criterion.ratio, color="tab:red", linewidth=1, label="target")
     ax.set_ylabel("requests within every bound (share)")
     _finish(ax, spec, answer)
-    fig.suptitle(f"capacity: {answer.message}"[:110], fontsize="small")
+    fig.suptitle(answer.message[:120], fontsize="small")
     fig.tight_layout()
     with atomic_writer(path) as handle:
         fig.savefig(handle, format="png", dpi=110)
@@ -60,6 +60,11 @@ def _series(ax: Any, probes: Sequence[Probe], value: Any) -> None:
 
 
 def _finish(ax: Any, spec: SearchSpec, answer: Answer) -> None:
+    if spec.high / spec.low > 16:
+        from matplotlib.ticker import ScalarFormatter  # loaded with pyplot already
+
+        ax.set_xscale("log", base=2)  # the planners double: equal steps per doubling
+        ax.xaxis.set_major_formatter(ScalarFormatter())
     if answer.capacity is not None:
         ax.axvline(answer.capacity, color="tab:green", linestyle="--", label="capacity")
     ax.set_xlabel("concurrency" if spec.axis.value == "concurrency" else "request rate (req/s)")
