@@ -89,6 +89,7 @@ ALLOWED: dict[str, set[str]] = {
     # The capacity search: runs each probe as a human run does, above the same layers.
     "capacity": {
         "errors",
+        "interrupts",
         "protocol",
         "atomic",
         "progress",

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import orjson
 
+from inferlab_bench import interrupts
 from inferlab_bench.capacity import document as doc
 from inferlab_bench.capacity.answer import Answer, PlannerFacts, Probe, answer
 from inferlab_bench.capacity.judge import ProbeFigures, judge, planner_metrics
@@ -20,11 +21,13 @@ from inferlab_bench.capacity.spec import CapacityRequest, CapacityResult
 from inferlab_bench.case import aiperf_config
 from inferlab_bench.case.engine import LoadEngine
 from inferlab_bench.case.stage import CaseOptions
-from inferlab_bench.errors import InferlabError
+from inferlab_bench.errors import InferlabError, InterruptedStageError, StoppedError
 from inferlab_bench.load import Load
 from inferlab_bench.progress import NULL_PROGRESS, ProgressSink
 from inferlab_bench.protocol import BenchClientRequest
 
+INTERRUPTED = "interrupted by a signal"
+"""How a case's failed result says SIGTERM/SIGINT stopped it (``interrupts.Guard.error``)."""
 ProbeRunner = Callable[[BenchClientRequest, CaseOptions, LoadEngine | None], ProbeFigures]
 
 
@@ -90,12 +93,17 @@ def run_capacity(
     spec = search.spec
     stopped_at: Probe | None = None
     progress.begin(f"capacity search ({spec.planner})", spec.max_probes, unit="probes")
-    while stopped_at is None:
-        index = planner.ask()
-        if index is None:
-            break
-        stopped_at = _probe_load(search, planner, index, options, engine, runner)
-        progress.advance()
+    with interrupts.guard("capacity search"):
+        try:
+            while stopped_at is None:
+                index = planner.ask()
+                if index is None:
+                    break
+                stopped_at = _probe_load(search, planner, index, options, engine, runner)
+                progress.advance()
+        except StoppedError as exc:  # the probes so far stay listed, the search says why
+            _write_stopped(search, planner.facts(), str(exc), time.monotonic() - started)
+            raise
     progress.end()
     facts = planner.facts()
     labels = {p.load: p.label for p in search.probes}
@@ -121,7 +129,11 @@ def _probe_load(
     for _ in range(spec.reruns + 1):
         number = len(search.probes) + 1
         request = search.case_at(index, number)
-        judgement = judge(runner(request, options, engine), search.slo, spec.criterion)
+        figures = runner(request, options, engine)
+        if figures.status != "succeeded" and INTERRUPTED in (figures.error or ""):
+            # The case answered the signal; the search must stop too, not re-run it.
+            raise InterruptedStageError(f"{request.artifact_dir.name}: {figures.error}")
+        judgement = judge(figures, search.slo, spec.criterion)
         iteration = None
         if judgement.valid:
             iteration = sum(1 for p in search.probes if p.counted)
@@ -158,3 +170,21 @@ def run_capacity_request(request: CapacityRequest) -> CapacityResult:
         capacity_file=str(outcome.document),
         capacity=orjson.loads(outcome.document.read_bytes()),
     )
+
+
+def _write_stopped(search: _Search, facts: PlannerFacts, error: str, wall: float) -> None:
+    """capacity.json of a search a signal stopped: every probe so far, no answer claimed."""
+    probes = search.probes
+    result = answer(probes, facts, stopped_at=None, labels={p.load: p.label for p in probes})
+    data = doc.document(
+        search.spec,
+        result,
+        probes,
+        facts,
+        root=search.root,
+        wall_seconds=wall,
+        status="failed",
+        error=error,
+    )
+    data["answer"] = None
+    doc.write(search.root / doc.CAPACITY_FILE, data)

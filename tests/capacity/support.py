@@ -29,13 +29,14 @@ def figures(
     failed: list[bool] | None = None,
     status: str = "succeeded",
     bound_ms: float = 200.0,
+    error: str = "AIPerf exited with code 1",
 ) -> ProbeFigures:
     values = np.asarray(ttft_ms, dtype=np.float64)
     succeeded = ~np.asarray(failed or [False] * len(values), dtype=bool)
     good = int(np.sum(succeeded & (values <= bound_ms)))
     return ProbeFigures(
         status=status,
-        error=None if status == "succeeded" else "AIPerf exited with code 1",
+        error=None if status == "succeeded" else error,
         verdicts=verdicts or VALID,
         failed_checks=() if verdicts is None else ("client_send_share_of_ttft 0.2 (bound 0.03)",),
         latencies={"ttft_ms": values},

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -9,6 +12,7 @@ import pytest
 from inferlab_bench.capacity import CapacityRequest, Criterion, SearchSpec, Status, run_capacity
 from inferlab_bench.capacity.spec import Axis, PlannerName
 from inferlab_bench.case.stage import CaseOptions
+from inferlab_bench.errors import InterruptedStageError
 from tests.capacity.support import ScriptedServer, figures
 from tests.case.support import make_request
 
@@ -152,3 +156,37 @@ def test_a_probe_that_cannot_be_measured_is_not_blamed_on_the_client(tmp_path: P
     assert "could not be measured" in answer.message and "AIPerf exited" in answer.message
     assert "--engine kube" not in answer.message
     assert len(outcome.probes) == 2  # type: ignore[attr-defined]
+
+
+def test_a_signal_in_a_probe_stops_the_search_and_keeps_what_it_ran(tmp_path: Path) -> None:
+    """The case answers SIGTERM with a failed result; the search must not re-run it."""
+    server = cliff(11)
+
+    def interrupted(request: object, options: object, engine: object) -> object:
+        if len(server.seen) == 2:
+            return figures(
+                [],
+                status="failed",
+                error="case interrupted by a signal (SIGTERM) while AIPerf was running",
+            )
+        return server(request, options, engine)  # type: ignore[arg-type]
+
+    with pytest.raises(InterruptedStageError, match="SIGTERM"):
+        search(tmp_path, interrupted)  # type: ignore[arg-type]
+    document = json.loads((tmp_path / "capacity.json").read_text())
+    assert document["status"] == "failed" and document["answer"] is None
+    assert "SIGTERM" in document["error"]
+    assert [p["load"] for p in document["probes"]] == [1, 2]
+
+
+def test_a_signal_between_probes_stops_the_search(tmp_path: Path) -> None:
+    server = cliff(11)
+
+    def signalled(request: object, options: object, engine: object) -> object:
+        if len(server.seen) == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return server(request, options, engine)  # type: ignore[arg-type]
+
+    with pytest.raises(InterruptedStageError, match="capacity search interrupted"):
+        search(tmp_path, signalled)  # type: ignore[arg-type]
+    assert len(server.seen) == 3
