@@ -37,6 +37,10 @@ BOUND_MS = 200.0
 REQUESTS = 24
 WARMUP = 2
 
+# Bounded: at most 8 counted probes (plus re-runs of invalid ones), 60 s budget each; the
+# search itself usually takes 4 probes, 40-80 s on 2 busy cores.
+pytestmark = pytest.mark.timeout(240)
+
 
 @pytest.fixture(scope="module")
 def population(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
@@ -98,7 +102,8 @@ def test_the_search_lands_on_the_known_capacity(
         *("--population", population["path"], "--requests", str(REQUESTS)),
         *("--warmup", str(WARMUP), "--reset-prefix-cache", "vllm"),
         *("--slo-ttft-ms", str(BOUND_MS), "--attainment", "0.95"),
-        *("--concurrency-range", "3:6", "--budget", "120", "--out", str(tmp_path), "--json"),
+        *("--concurrency-range", "3:6", "--max-probes", "8", "--budget", "60"),
+        *("--out", str(tmp_path), "--json"),
     )
     assert code == 0, err
     shown = json.loads(out)
@@ -151,7 +156,7 @@ def test_a_client_that_falls_behind_gets_no_capacity(
             population=population,
             request_count=REQUESTS,
             slo={"ttft_ms": 1000.0, "minimum_good_request_ratio": 0.5},
-            budget=120,
+            budget=60,
         )
         request = {
             "schema_name": "inferlab-capacity-request-v1",
