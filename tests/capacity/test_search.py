@@ -190,3 +190,13 @@ def test_a_signal_between_probes_stops_the_search(tmp_path: Path) -> None:
     with pytest.raises(InterruptedStageError, match="capacity search interrupted"):
         search(tmp_path, signalled)  # type: ignore[arg-type]
     assert len(server.seen) == 3
+
+
+def test_a_percentile_search_gives_aiperf_the_latency_at_that_percentile(tmp_path: Path) -> None:
+    """p90 of TTFT <= 200 ms: beyond c=9 every fourth request is slow (p90 400 ms). AIPerf's
+    filter on time_to_first_token p90 and our verdict agree at every probe (else it raises)."""
+    outcome = search(tmp_path, cliff(9), criterion=Criterion(kind="percentile", value=90))
+    answer = outcome.answer  # type: ignore[attr-defined]
+    assert (answer.status, answer.capacity, answer.lowest_failing) == (Status.FOUND, 9, 10)
+    assert answer.first_breach == "ttft_ms" and "400 ms" in answer.first_breach_detail
+    assert "time_to_first_token.p90.le.200" in answer.confidence["binding_constraint"]
