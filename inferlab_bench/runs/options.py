@@ -188,6 +188,7 @@ class SweepFlags(CaseFlags):
 
 _RANGE_HINT = "e.g. --concurrency-range 1:256 or --rate-range 0.5:64"
 _NOT_FOR_CAPACITY = {"concurrency", "rate", "burstiness", "warmup", "trials", "dry_run"}
+_CRITERION = "the criterion is --attainment FRACTION or --percentile pNN"
 
 
 class CapacityFlags(CaseFlags):
@@ -231,9 +232,6 @@ class CapacityFlags(CaseFlags):
                 top,
             )
         return self
-
-
-_CRITERION = "the criterion is --attainment FRACTION or --percentile pNN"
 
 
 class CapacityJsonFlags(FlagModel):
