@@ -86,6 +86,21 @@ ALLOWED: dict[str, set[str]] = {
         "kube",
         "report",
     },
+    # The capacity search: runs each probe as a human run does, above the same layers.
+    "capacity": {
+        "errors",
+        "interrupts",
+        "protocol",
+        "atomic",
+        "progress",
+        "layout",
+        "load",
+        "metric_tags",
+        "case",
+        "validity",
+        "report",
+        "runs",
+    },
 }
 
 

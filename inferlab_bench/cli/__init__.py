@@ -13,6 +13,7 @@ os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 from inferlab_bench import __version__
 from inferlab_bench.cli import (
+    capacity,
     case,
     compare,
     dataset,
@@ -26,7 +27,19 @@ from inferlab_bench.cli import (
 )
 from inferlab_bench.cli.flags import FlagParser
 
-COMMANDS = (handshake, prepare, case, run, sweep, report, compare, demo, dataset, simulate)
+COMMANDS = (
+    handshake,
+    prepare,
+    case,
+    run,
+    sweep,
+    capacity,
+    report,
+    compare,
+    demo,
+    dataset,
+    simulate,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

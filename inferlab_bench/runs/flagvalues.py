@@ -6,6 +6,7 @@ can generate the bad values of every flag from the option models alone.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -154,6 +155,30 @@ def _dataset(text: str) -> str:
     return text
 
 
+def _range(kind: type[int] | type[float], low: float, high: float) -> Callable[[Any], Any]:
+    """``LOW:HIGH`` with LOW below HIGH, both within [low, high] (a search's load range)."""
+    example = "1:256" if kind is int else "0.5:64"
+
+    def parse(value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        expected = f"expected LOW:HIGH with LOW below HIGH, e.g. {example}"
+        parts = value.split(":")
+        try:
+            if len(parts) != 2:
+                raise ValueError(value)
+            first, second = (kind(p.strip()) for p in parts)
+        except ValueError as exc:
+            raise refuse(expected) from exc
+        if not all(math.isfinite(v) and low <= v <= high for v in (first, second)):
+            raise refuse(f"{expected}, each from {low:g} to {high:g}")
+        if first >= second:
+            raise refuse(expected)
+        return (first, second)
+
+    return parse
+
+
 def _split(value: Any) -> Any:
     if isinstance(value, str):
         return [item.strip() for item in value.split(",")] if value.strip() else []
@@ -205,3 +230,11 @@ Rate = Annotated[float, Field(gt=0.0, le=MAX_RATE, allow_inf_nan=False)]
 Budget = Annotated[float, Field(gt=0.0, le=MAX_BUDGET_SECONDS, allow_inf_nan=False)]
 CountList = Annotated[list[Count], Kind("list"), BeforeValidator(_split), Field(min_length=1)]
 RateList = Annotated[list[Rate], Kind("list"), BeforeValidator(_split), Field(min_length=1)]
+CountRange = Annotated[
+    tuple[int, int], Kind("count_range"), BeforeValidator(_range(int, 1, U32_MAX))
+]
+"""``LOW:HIGH`` whole numbers (a concurrency range)."""
+RateRange = Annotated[
+    tuple[float, float], Kind("rate_range"), BeforeValidator(_range(float, 0.01, MAX_RATE))
+]
+"""``LOW:HIGH`` requests per second, from 0.01 (a rate range)."""

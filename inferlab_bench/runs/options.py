@@ -7,7 +7,7 @@ between flags. The CLI validates its namespace into one of these before anything
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 from pydantic.fields import FieldInfo
@@ -18,6 +18,7 @@ from inferlab_bench.runs.flagvalues import (
     ConnectionsOption,
     Count,
     CountList,
+    CountRange,
     DatasetName,
     ExistingDir,
     ExistingFile,
@@ -26,6 +27,7 @@ from inferlab_bench.runs.flagvalues import (
     Positive,
     Rate,
     RateList,
+    RateRange,
     Ratio,
     ResetOption,
     Seed,
@@ -182,6 +184,61 @@ class SweepFlags(CaseFlags):
     concurrency: CountList | None = None
     rate: RateList | None = None
     burstiness: Positive | None = None
+
+
+_RANGE_HINT = "e.g. --concurrency-range 1:256 or --rate-range 0.5:64"
+_NOT_FOR_CAPACITY = {"concurrency", "rate", "burstiness", "warmup", "trials", "dry_run"}
+_CRITERION = "the criterion is --attainment FRACTION or --percentile pNN"
+
+
+class CapacityFlags(CaseFlags):
+    """``capacity``: the case flags, a load range, the SLO criterion and AIPerf's planner."""
+
+    RULES = (
+        OneOf(("concurrency_range", "rate_range"), _RANGE_HINT),
+        OneOf(("attainment", "percentile"), "the SLO criterion is one of them", required=False),
+        Needs("warmup", ("concurrency_range",), "warmup runs at a fixed concurrency only"),
+        Needs("burstiness", ("rate_range",), "burstiness shapes the arrivals of a request rate"),
+        Conflicts("dry_run", "engine", "a search decides each probe from the last one"),
+        *(r for r in CASE_RULES if not set(r.violation()) & _NOT_FOR_CAPACITY),
+    )
+    concurrency_range: CountRange | None = None
+    rate_range: RateRange | None = None
+    burstiness: Positive | None = None
+    attainment: Ratio | None = None
+    percentile: Literal["p50", "p75", "p90", "p95", "p99"] | None = None
+    planner: Literal["smooth-isotonic", "monotonic", "bayesian"] = "smooth-isotonic"
+    max_probes: Annotated[int, Field(ge=2, le=200)] = 20
+    reruns: Annotated[int, Field(ge=0, le=3)] = 1
+
+    @model_validator(mode="after")
+    def _capacity_needs(self) -> Self:
+        """An SLO to search under; a range the requests can reach; one run per probe."""
+        if not any((self.slo_ttft_ms, self.slo_tpot_ms, self.slo_latency_ms)):
+            raise rule_error(
+                "give {0}, {1} or {2}: capacity is the load that meets an SLO",
+                ("slo_ttft_ms", "slo_tpot_ms", "slo_latency_ms"),
+                "e.g. --slo-ttft-ms 500",
+            )
+        if "slo_min_ratio" in self.model_fields_set:
+            raise rule_error("{0} does not apply to capacity", ("slo_min_ratio",), _CRITERION)
+        if self.trials > 1:
+            raise rule_error("{0} does not apply to capacity", ("trials",), "one case per probe")
+        top = self.concurrency_range[1] if self.concurrency_range else None
+        if top is not None and top > self.requests:
+            raise refuse_field(
+                "concurrency_range",
+                f"a top of at most --requests ({self.requests}): more are never in flight",
+                top,
+            )
+        return self
+
+
+class CapacityJsonFlags(FlagModel):
+    """``capacity-json``: the request file is judged by the JSON-mode contract, not here."""
+
+    input: AnyPath
+    output: AnyPath
 
 
 _HUMAN_PREPARE = (
@@ -343,6 +400,8 @@ def simulator_config(flags: FlagModel) -> SimulatorConfig:
 
 
 __all__ = [
+    "CapacityFlags",
+    "CapacityJsonFlags",
     "CaseCommandFlags",
     "CaseFlags",
     "CompareFlags",

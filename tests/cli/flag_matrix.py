@@ -39,6 +39,7 @@ STAGES = {
     "inferlab_bench.cli.report": ("find_cases",),
     "inferlab_bench.cli.compare": ("load_trials",),
     "inferlab_bench.cli.demo": ("run_demo",),
+    "inferlab_bench.cli.capacity": ("run_capacity", "run_json_command"),
 }
 
 
@@ -109,6 +110,16 @@ def _case_base(files: Files, **load: str) -> dict[str, Any]:
 COMMANDS = (
     Command(("run",), options.RunFlags, lambda f: _case_base(f, concurrency="2")),
     Command(("sweep",), options.SweepFlags, lambda f: _case_base(f, concurrency="1,2")),
+    Command(
+        ("capacity",),
+        options.CapacityFlags,
+        lambda f: _case_base(f, concurrency_range="1:2", slo_ttft_ms="100"),
+    ),
+    Command(
+        ("capacity-json",),
+        options.CapacityJsonFlags,
+        lambda f: {"input": str(f.file), "output": str(f.out / "result.json")},
+    ),
     Command(
         ("prepare",),
         options.PrepareFlags,
@@ -243,6 +254,20 @@ def bad_values(shape: Shape, files: Files) -> Iterator[tuple[str, str]]:
             ("null value", '{"a":null}'),
         ],
         "reset": [("unknown reset", "bogus")],
+        "count_range": [
+            ("one number", "4"),
+            ("reversed range", "8:2"),
+            ("zero in range", "0:4"),
+            ("non-integer range", "1.5:4"),
+            ("three parts", "1:2:3"),
+        ],
+        "rate_range": [
+            ("one number", "4"),
+            ("reversed range", "8:2"),
+            ("infinite range", "1:inf"),
+            ("NaN in range", "nan:2"),
+            ("below the rate step", "0.001:1"),
+        ],
         "dataset": [("missing file", str(files.missing)), ("directory", str(files.directory))],
     }
     yield from by_kind.get(shape.kind, [])
@@ -292,9 +317,13 @@ def good_value(shape: Shape, files: Files) -> str:
     }
     if shape.kind in paths:
         return str(paths[shape.kind])
-    return {"url": "http://127.0.0.1:9", "json_object": "{}", "reset": "none"}.get(
-        shape.kind or "", "x"
-    )
+    return {
+        "url": "http://127.0.0.1:9",
+        "json_object": "{}",
+        "reset": "none",
+        "count_range": "1:2",
+        "rate_range": "0.5:2",
+    }.get(shape.kind or "", "x")
 
 
 def leaf_parser(words: tuple[str, ...]) -> argparse.ArgumentParser:
