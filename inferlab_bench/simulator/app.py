@@ -109,7 +109,7 @@ class Simulator:
         trace.error = rejection.message
         trace.end_ns = time.time_ns()
         self.log.append(trace.record())
-        return _error(rejection)
+        return _error(rejection, trace.x_request_id)
 
     def reset(self, path: str) -> Response:
         """Empty the prefix cache (unless the reset_noop fault is on) and log it."""
@@ -246,8 +246,10 @@ def _kind(status: int) -> str:
     )
 
 
-def _error(rejection: Rejection) -> Response:
-    headers = {"retry-after": "1"} if rejection.status == 429 else None
+def _error(rejection: Rejection, request_id: str | None = None) -> Response:
+    headers = {"retry-after": "1"} if rejection.status == 429 else {}
+    if request_id is not None:
+        headers["x-request-id"] = request_id
     body: dict[str, Any] = wire.error_body(rejection.message, rejection.kind, rejection.status)
     return JSONResponse(body, status_code=rejection.status, headers=headers)
 

@@ -81,6 +81,9 @@ class _Generation(Response):
         self.status_code = 200
         self.background = None
         self.raw_headers = [(b"content-type", self.content_type)]
+        if job.trace.x_request_id is not None:
+            # vLLM echoes the header (--enable-request-id-headers) so a client can join on it.
+            self.raw_headers.append((b"x-request-id", job.trace.x_request_id.encode("latin-1")))
         self.backend = backend
         self.job = job
         self._logged = False
