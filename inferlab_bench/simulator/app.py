@@ -17,7 +17,7 @@ from starlette.routing import Route
 
 from inferlab_bench import __version__
 from inferlab_bench.errors import TokenizerError
-from inferlab_bench.simulator import wire
+from inferlab_bench.simulator import native, wire
 from inferlab_bench.simulator.arrival import Arrival, arrival_of
 from inferlab_bench.simulator.body import GenerationRequest, Rejection, parse
 from inferlab_bench.simulator.config import RESET_PATHS, SimulatorConfig
@@ -57,6 +57,16 @@ class Simulator:
         """Serve ``/v1/chat/completions`` (chat) or ``/v1/completions``."""
         arrival = arrival_of(request.scope)
         parsed = parse(await request.body(), chat=chat)
+        return await self._checked(request, parsed, arrival)
+
+    async def generate_native(self, request: Request) -> Response:
+        """Serve SGLang's ``/generate``."""
+        arrival = arrival_of(request.scope)
+        return await self._checked(request, native.parse_generate(await request.body()), arrival)
+
+    async def _checked(
+        self, request: Request, parsed: GenerationRequest | Rejection, arrival: Arrival
+    ) -> Response:
         if isinstance(parsed, Rejection):
             return _error(parsed)
         if parsed.model is not None and parsed.model != self.config.model:
@@ -92,7 +102,13 @@ class Simulator:
             return self._reject(
                 trace, Rejection(plan.error_status, "injected fault", _kind(plan.error_status))
             )
-        env = wire.Envelope(trace.request_id, int(time.time()), self.config.model, chat=parsed.chat)
+        env = wire.Envelope(
+            trace.request_id,
+            int(time.time()),
+            self.config.model,
+            chat=parsed.chat,
+            native=parsed.native,
+        )
         job = Job(parsed, token_ids, plan, env, trace, index, arrival_monotonic)
         kind = StreamingGeneration if parsed.stream else CompleteGeneration
         return kind(self.backend, job)
@@ -118,7 +134,7 @@ class Simulator:
         self.reset_count += 1
         self.log.append(reset_record(path, 200, cleared, "reset_noop" if noop else None))
         if path == RESET_PATHS["sglang"]:
-            return PlainTextResponse("Cache flushed.\n")
+            return PlainTextResponse(native.FLUSHED)
         return Response(status_code=200)
 
     async def tokenize(self, request: Request) -> Response:
@@ -141,6 +157,27 @@ class Simulator:
                 "token_strs": None,
             }
         )
+
+    def server_info(self) -> Response:
+        """SGLang's ``GET /server_info`` (and ``/get_server_info``)."""
+        engine = self.backend.scheduler.engine
+        return JSONResponse(
+            native.server_info(
+                model=self.config.model,
+                tokenizer=self.config.tokenizer,
+                max_model_len=self.config.max_model_len,
+                max_running=self.config.latency.max_num_seqs,
+                page_size=self.config.block_size,
+                seed=self.config.seed,
+                running=engine.running,
+                waiting=engine.waiting,
+                version=f"{native.SGLANG_VERSION}+inferlab.sim.{__version__}",
+            )
+        )
+
+    def model_info(self) -> Response:
+        """SGLang's ``GET /model_info`` (and ``/get_model_info``)."""
+        return JSONResponse(native.model_info(self.config.model, self.config.tokenizer))
 
     def models(self) -> Response:
         """``GET /v1/models``."""
@@ -167,6 +204,12 @@ def build_app(sim: Simulator) -> Starlette:
     async def models(request: Request) -> Response:
         return sim.models()
 
+    async def server_info(request: Request) -> Response:
+        return sim.server_info()
+
+    async def model_info(request: Request) -> Response:
+        return sim.model_info()
+
     routes = [
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/v1/completions", completions, methods=["POST"]),
@@ -175,6 +218,11 @@ def build_app(sim: Simulator) -> Starlette:
         Route("/ping", ok, methods=["GET", "POST"]),
         Route("/version", version, methods=["GET"]),
         Route("/tokenize", sim.tokenize, methods=["POST"]),
+        Route("/generate", sim.generate_native, methods=["POST", "PUT"]),
+        Route("/server_info", server_info, methods=["GET"]),
+        Route("/get_server_info", server_info, methods=["GET"]),
+        Route("/model_info", model_info, methods=["GET"]),
+        Route("/get_model_info", model_info, methods=["GET"]),
         *_reset_routes(sim),
     ]
     return Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
@@ -196,7 +244,7 @@ def _reset_routes(sim: Simulator) -> list[Route]:
 def _trace(
     request: Request, parsed: GenerationRequest, index: int, arrival: Arrival, prompt_tokens: int
 ) -> RequestTrace:
-    prefix = "chatcmpl" if parsed.chat else "cmpl"
+    prefix = "chatcmpl" if parsed.chat else "generate" if parsed.native else "cmpl"
     trace = RequestTrace(
         request_id=f"{prefix}-sim-{index:08d}",
         request_index=index,

@@ -32,6 +32,7 @@ class GenerationRequest:
     messages: list[dict[str, Any]] = field(default_factory=list)
     prompt: str | list[int] = ""
     template_kwargs: dict[str, Any] = field(default_factory=dict)
+    native: bool = False  # SGLang's /generate rather than an OpenAI route
 
 
 def parse(raw: bytes, *, chat: bool) -> GenerationRequest | Rejection:
@@ -70,7 +71,7 @@ def _with_input(
             return Rejection(400, "chat_template_kwargs must be an object")
         return GenerationRequest(messages=messages, template_kwargs=kwargs, **common)
     prompt = body.get("prompt")
-    if isinstance(prompt, str) or _is_ids(prompt):
+    if isinstance(prompt, str) or is_token_ids(prompt):
         return GenerationRequest(prompt=prompt, **common)
     return Rejection(400, "prompt: a string or a list of token ids is required")
 
@@ -90,5 +91,10 @@ def _sampling(body: dict[str, Any]) -> Sampling | Rejection:
     )
 
 
-def _is_ids(value: Any) -> TypeGuard[list[int]]:
-    return isinstance(value, list) and bool(value) and all(isinstance(v, int) for v in value)
+def is_token_ids(value: Any) -> TypeGuard[list[int]]:
+    """A non-empty list of integers (booleans excluded)."""
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    )

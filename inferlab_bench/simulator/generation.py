@@ -13,10 +13,10 @@ import orjson
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from inferlab_bench.simulator import wire
+from inferlab_bench.simulator import native, wire
 from inferlab_bench.simulator.body import GenerationRequest
 from inferlab_bench.simulator.ground_truth import GroundTruthLog, RequestTrace
-from inferlab_bench.simulator.plan import RequestPlan, token_text
+from inferlab_bench.simulator.plan import RequestPlan, token_id, token_text
 from inferlab_bench.simulator.prefix_cache import PrefixCache
 from inferlab_bench.simulator.scheduler import Scheduler, SequenceClock
 
@@ -37,11 +37,22 @@ class Job:
     index: int
     arrival_monotonic: float
 
-    def usage(self) -> wire.Usage:
-        """Usage as reported (the prompt-tokens fault applies here only)."""
+    def usage(self, completion_tokens: int | None = None) -> wire.Usage:
+        """Usage as reported (the prompt-tokens fault applies here only).
+
+        ``completion_tokens`` defaults to the tokens written so far.
+        """
         prompt = len(self.token_ids) + self.plan.prompt_tokens_offset
         self.trace.reported_prompt_tokens = prompt
-        return wire.Usage(prompt, self.trace.completion_tokens, self.trace.cached_tokens)
+        done = self.trace.completion_tokens if completion_tokens is None else completion_tokens
+        return wire.Usage(prompt, done, self.trace.cached_tokens)
+
+    def native_object(self, text: str, done: int, last: bool) -> dict[str, Any]:
+        """SGLang's ``/generate`` object after ``done`` tokens (the final one if ``last``)."""
+        finish = native.finish_reason(self.plan.finish_reason, done) if last else None
+        e2e = time.monotonic() - self.arrival_monotonic if last else None
+        ids = [token_id(self.index, pos) for pos in range(done)]
+        return native.generate_object(self.envelope, text, ids, self.usage(done), finish, e2e)
 
 
 @dataclass
@@ -121,16 +132,22 @@ class StreamingGeneration(_Generation):
     async def _body(self, send: Send, gone: asyncio.Event) -> None:
         job, env = self.job, self.job.envelope
         n = job.plan.output_tokens
+        text = ""
         async with aclosing(timed_tokens(self.backend, job)) as positions:
             async for pos in positions:
                 if gone.is_set():
                     job.trace.status = 499
                     return
                 _maybe_drop(job.plan, pos)
-                head = wire.role_chunk(env) if pos == 0 and env.chat else b""
+                token = token_text(job.index, pos)
+                text += token
                 bad = wire.MALFORMED if pos == job.plan.malformed_after else b""
-                reason = job.plan.finish_reason if pos == n - 1 else None
-                chunk = head + bad + wire.token_chunk(env, token_text(job.index, pos), reason)
+                if env.native:
+                    chunk = bad + wire.sse(job.native_object(text, pos + 1, last=pos == n - 1))
+                else:
+                    head = wire.role_chunk(env) if pos == 0 and env.chat else b""
+                    reason = job.plan.finish_reason if pos == n - 1 else None
+                    chunk = head + bad + wire.token_chunk(env, token, reason)
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 job.trace.token_sent(time.time_ns())
         tail = self._tail(n)
@@ -141,11 +158,15 @@ class StreamingGeneration(_Generation):
         job = self.job
         if job.plan.drop_after is not None:
             raise DroppedConnection(f"dropped after {n} tokens")
-        head = wire.role_chunk(job.envelope) if n == 0 and job.envelope.chat else b""
         late = job.plan.malformed_after is not None and job.plan.malformed_after >= n
         bad = wire.MALFORMED if late else b""
-        usage = wire.usage_chunk(job.envelope, job.usage()) if job.request.include_usage else b""
         job.trace.finish_reason = job.plan.finish_reason
+        if job.envelope.native:
+            # The last token's event carried the finish; with no token, one event says it.
+            final = wire.sse(job.native_object("", 0, last=True)) if n == 0 else b""
+            return bad + final + wire.DONE
+        head = wire.role_chunk(job.envelope) if n == 0 and job.envelope.chat else b""
+        usage = wire.usage_chunk(job.envelope, job.usage()) if job.request.include_usage else b""
         return head + bad + usage + wire.DONE
 
 
@@ -183,7 +204,11 @@ class CompleteGeneration(_Generation):
                 parts.append(token_text(job.index, pos))
                 job.trace.token_sent(time.time_ns())
         job.trace.finish_reason = job.plan.finish_reason
-        body = wire.full_body(job.envelope, "".join(parts), job.plan.finish_reason, job.usage())
+        text = "".join(parts)
+        if job.envelope.native:
+            body = job.native_object(text, len(parts), last=True)
+        else:
+            body = wire.full_body(job.envelope, text, job.plan.finish_reason, job.usage())
         raw = orjson.dumps(body)
         return raw[:-1] if job.plan.malformed_after is not None else raw
 

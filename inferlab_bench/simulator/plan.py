@@ -111,7 +111,12 @@ def make_plan(
 
 def token_text(index: int, position: int) -> str:
     """The ``position``-th output token of request ``index``."""
-    return WORDS[(index + position) % len(WORDS)]
+    return WORDS[token_id(index, position)]
+
+
+def token_id(index: int, position: int) -> int:
+    """The id reported for that token: its index in ``WORDS`` (not a vocabulary id)."""
+    return (index + position) % len(WORDS)
 
 
 def _rates(faults: FaultConfig) -> tuple[float, float, float, float]:

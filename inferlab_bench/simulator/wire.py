@@ -38,6 +38,7 @@ class Envelope:
     created: int
     model: str
     chat: bool
+    native: bool = False  # SGLang /generate events instead of OpenAI chunks
 
     @property
     def chunk_object(self) -> str:
