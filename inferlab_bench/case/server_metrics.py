@@ -44,6 +44,8 @@ COUNTERS: dict[str, dict[str, tuple[str, ...]]] = {
     "vllm": {
         "prompt_tokens": ("vllm:prompt_tokens_total",),
         "output_tokens": ("vllm:generation_tokens_total",),
+        # The V1 engine counts prefix-cache hits in tokens (the gpu_ names are gone).
+        "cached_prompt_tokens": ("vllm:prefix_cache_hits_total",),
         "requests": ("vllm:request_success_total",),
     },
     "sglang": {

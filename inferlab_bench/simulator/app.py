@@ -29,6 +29,7 @@ from inferlab_bench.simulator.generation import (
 )
 from inferlab_bench.simulator.ground_truth import GroundTruthLog, RequestTrace, reset_record
 from inferlab_bench.simulator.latency import Engine
+from inferlab_bench.simulator.metrics import ServerMetrics
 from inferlab_bench.simulator.plan import make_plan, request_rng
 from inferlab_bench.simulator.prefix_cache import PrefixCache
 from inferlab_bench.simulator.prompt import PromptTokenizer, flatten_content
@@ -49,6 +50,8 @@ class Simulator:
             cache=PrefixCache(config.block_size, config.cache_capacity_blocks),
             log=log,
         )
+        self.metrics = ServerMetrics()
+        log.subscribe(self.metrics.observe)
         self.reset_count = 0
         self.created = int(time.time())
         self._arrivals = itertools.count()
@@ -175,6 +178,12 @@ class Simulator:
             )
         )
 
+    def prometheus(self) -> Response:
+        """vLLM's ``GET /metrics`` (Prometheus text), counted from the ground truth."""
+        engine = self.backend.scheduler.engine
+        text = self.metrics.render(self.config.model, engine.running, engine.waiting)
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
+
     def model_info(self) -> Response:
         """SGLang's ``GET /model_info`` (and ``/get_model_info``)."""
         return JSONResponse(native.model_info(self.config.model, self.config.tokenizer))
@@ -210,6 +219,9 @@ def build_app(sim: Simulator) -> Starlette:
     async def model_info(request: Request) -> Response:
         return sim.model_info()
 
+    async def prometheus(request: Request) -> Response:
+        return sim.prometheus()
+
     routes = [
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/v1/completions", completions, methods=["POST"]),
@@ -217,6 +229,7 @@ def build_app(sim: Simulator) -> Starlette:
         Route("/health", ok, methods=["GET"]),
         Route("/ping", ok, methods=["GET", "POST"]),
         Route("/version", version, methods=["GET"]),
+        Route("/metrics", prometheus, methods=["GET"]),
         Route("/tokenize", sim.tokenize, methods=["POST"]),
         Route("/generate", sim.generate_native, methods=["POST", "PUT"]),
         Route("/server_info", server_info, methods=["GET"]),

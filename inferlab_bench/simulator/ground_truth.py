@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -22,14 +23,21 @@ class GroundTruthLog:
         self._records: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._file: IO[bytes] | None = None
+        self._observers: list[Callable[[dict[str, Any]], None]] = []
         if path is not None:
             self._file = open_for_append(path)
 
+    def subscribe(self, observer: Callable[[dict[str, Any]], None]) -> None:
+        """Hand every later record to ``observer`` too (the /metrics counters)."""
+        self._observers.append(observer)
+
     def append(self, record: dict[str, Any]) -> None:
-        """Keep the record and write it as one complete line."""
+        """Keep the record, show it to the observers and write it as one complete line."""
         line = orjson.dumps(record) + b"\n"
         with self._lock:
             self._records.append(record)
+            for observer in self._observers:
+                observer(record)
             if self._file is not None:
                 self._file.write(line)
                 self._file.flush()
