@@ -58,17 +58,22 @@ class Simulator:
 
     async def generate(self, request: Request, *, chat: bool) -> Response:
         """Serve ``/v1/chat/completions`` (chat) or ``/v1/completions``."""
-        arrival = arrival_of(request.scope)
+        arrival, handler_ns = arrival_of(request.scope), time.time_ns()
         parsed = parse(await request.body(), chat=chat)
-        return await self._checked(request, parsed, arrival)
+        return await self._checked(request, parsed, arrival, handler_ns)
 
     async def generate_native(self, request: Request) -> Response:
         """Serve SGLang's ``/generate``."""
-        arrival = arrival_of(request.scope)
-        return await self._checked(request, native.parse_generate(await request.body()), arrival)
+        arrival, handler_ns = arrival_of(request.scope), time.time_ns()
+        parsed = native.parse_generate(await request.body())
+        return await self._checked(request, parsed, arrival, handler_ns)
 
     async def _checked(
-        self, request: Request, parsed: GenerationRequest | Rejection, arrival: Arrival
+        self,
+        request: Request,
+        parsed: GenerationRequest | Rejection,
+        arrival: Arrival,
+        handler_ns: int,
     ) -> Response:
         if isinstance(parsed, Rejection):
             return _error(parsed)
@@ -76,10 +81,10 @@ class Simulator:
             return _error(
                 Rejection(404, f"The model `{parsed.model}` does not exist.", "NotFoundError")
             )
-        return await self._serve(request, parsed, arrival)
+        return await self._serve(request, parsed, arrival, handler_ns)
 
     async def _serve(
-        self, request: Request, parsed: GenerationRequest, arrival: Arrival
+        self, request: Request, parsed: GenerationRequest, arrival: Arrival, handler_ns: int
     ) -> Response:
         try:
             token_ids = self._token_ids(parsed)
@@ -87,6 +92,7 @@ class Simulator:
             return _error(Rejection(400, exc.message))
         index = next(self._arrivals)
         trace = _trace(request, parsed, index, arrival, len(token_ids))
+        trace.handler_ns = handler_ns
         arrival_monotonic = arrival.monotonic
         room = self.config.max_model_len - len(token_ids)
         if room < (parsed.sampling.max_tokens or 0) or room < 1:
@@ -112,7 +118,8 @@ class Simulator:
             chat=parsed.chat,
             native=parsed.native,
         )
-        job = Job(parsed, token_ids, plan, env, trace, index, arrival_monotonic)
+        offset = arrival.time_ns - round(arrival.monotonic * 1e9)
+        job = Job(parsed, token_ids, plan, env, trace, index, arrival_monotonic, offset)
         kind = StreamingGeneration if parsed.stream else CompleteGeneration
         return kind(self.backend, job)
 

@@ -7,7 +7,7 @@ import time
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from starlette.responses import Response
@@ -36,6 +36,9 @@ class Job:
     trace: RequestTrace
     index: int
     arrival_monotonic: float
+    # time_ns() - monotonic() in ns at arrival: turns the model's monotonic due times
+    # into wall-clock ns comparable with the trace's stamps.
+    wall_offset_ns: int = 0
 
     def usage(self, completion_tokens: int | None = None) -> wire.Usage:
         """Usage as reported (the prompt-tokens fault applies here only).
@@ -64,8 +67,15 @@ class Backend:
     log: GroundTruthLog
 
 
-async def timed_tokens(backend: Backend, job: Job) -> AsyncGenerator[int, None]:
-    """Yield token positions 0..n-1, each at its modeled time, holding a slot meanwhile."""
+class Tick(NamedTuple):
+    """One token falling due: its position and the model's wall-clock due time (ns)."""
+
+    position: int
+    due_ns: int
+
+
+async def timed_tokens(backend: Backend, job: Job) -> AsyncGenerator[Tick, None]:
+    """Yield tokens 0..n-1, each at its modeled time, holding a slot meanwhile."""
     at_once = await backend.scheduler.acquire(job.index)
     try:
         job.trace.admitted_ns = time.time_ns()
@@ -77,7 +87,7 @@ async def timed_tokens(backend: Backend, job: Job) -> AsyncGenerator[int, None]:
         for position in range(job.plan.output_tokens):
             if position:
                 await clock.next_token()
-            yield position
+            yield Tick(position, job.wall_offset_ns + round(clock.due * 1e9))
     finally:
         backend.scheduler.release(job.index)
 
@@ -133,8 +143,8 @@ class StreamingGeneration(_Generation):
         job, env = self.job, self.job.envelope
         n = job.plan.output_tokens
         text = ""
-        async with aclosing(timed_tokens(self.backend, job)) as positions:
-            async for pos in positions:
+        async with aclosing(timed_tokens(self.backend, job)) as ticks:
+            async for pos, due_ns in ticks:
                 if gone.is_set():
                     job.trace.status = 499
                     return
@@ -148,8 +158,11 @@ class StreamingGeneration(_Generation):
                     head = wire.role_chunk(env) if pos == 0 and env.chat else b""
                     reason = job.plan.finish_reason if pos == n - 1 else None
                     chunk = head + bad + wire.token_chunk(env, token, reason)
+                # Stamped on both sides of the write: the bytes left within [before, after],
+                # and how late the loop was against the model's schedule shows apart.
+                before = time.time_ns()
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                job.trace.token_sent(time.time_ns())
+                job.trace.token_sent(before, time.time_ns(), due_ns)
         tail = self._tail(n)
         self._log()
         await send({"type": "http.response.body", "body": tail, "more_body": False})
@@ -199,10 +212,11 @@ class CompleteGeneration(_Generation):
     async def _generate(self) -> bytes:
         job = self.job
         parts: list[str] = []
-        async with aclosing(timed_tokens(self.backend, job)) as positions:
-            async for pos in positions:
+        async with aclosing(timed_tokens(self.backend, job)) as ticks:
+            async for pos, due_ns in ticks:
                 parts.append(token_text(job.index, pos))
-                job.trace.token_sent(time.time_ns())
+                now = time.time_ns()  # nothing is written until the whole body is ready
+                job.trace.token_sent(now, now, due_ns)
         job.trace.finish_reason = job.plan.finish_reason
         text = "".join(parts)
         if job.envelope.native:

@@ -87,21 +87,37 @@ class RequestTrace:
     prompt_sha256: str | None = None
     first_user_sha256: str | None = None
     last_user_sha256: str | None = None
+    handler_ns: int | None = None
     admitted_ns: int | None = None
+    first_token_before_ns: int | None = None
     first_token_ns: int | None = None
+    last_token_before_ns: int | None = None
     last_token_ns: int | None = None
     end_ns: int | None = None
+    first_token_due_ns: int | None = None
+    first_token_lag_ns: int | None = None
+    max_token_lag_ns: int | None = None
+    max_write_ns: int | None = None
     completion_tokens: int = 0
     cached_tokens: int = 0
     reported_prompt_tokens: int | None = None
     finish_reason: str | None = None
     error: str | None = None
 
-    def token_sent(self, now_ns: int, count: int = 1) -> None:
-        """Note ``count`` tokens written to the client at ``now_ns``."""
+    def token_sent(self, before_ns: int, after_ns: int, due_ns: int, count: int = 1) -> None:
+        """Note ``count`` tokens written between ``before_ns`` and ``after_ns``, due at ``due_ns``.
+
+        The lag is how late the write started against the model's schedule: the
+        scheduler's own error, apart from the write itself (``after - before``).
+        """
+        lag = before_ns - due_ns
         if self.first_token_ns is None:
-            self.first_token_ns = now_ns
-        self.last_token_ns = now_ns
+            self.first_token_before_ns, self.first_token_ns = before_ns, after_ns
+            self.first_token_due_ns, self.first_token_lag_ns = due_ns, lag
+        self.last_token_before_ns, self.last_token_ns = before_ns, after_ns
+        worst = self.max_token_lag_ns
+        self.max_token_lag_ns = lag if worst is None else max(lag, worst)
+        self.max_write_ns = max(after_ns - before_ns, self.max_write_ns or 0)
         self.completion_tokens += count
 
     def record(self) -> dict[str, Any]:
@@ -110,6 +126,12 @@ class RequestTrace:
         out["headers_request_id"] = self.x_request_id or self.x_correlation_id
         if out["end_ns"] is None:
             out["end_ns"] = time.time_ns()
+        # The figures (here and in /metrics) run from arrival (first byte parsed) to the
+        # stamp after the write; the other stamps let a reader choose otherwise.
+        out["measured_from"] = "arrival_ns"
+        first = self.first_token_ns
+        out["ttft_ns"] = None if first is None else first - self.arrival_ns
+        out["e2e_ns"] = out["end_ns"] - self.arrival_ns
         return out
 
 
