@@ -127,9 +127,12 @@ class RequestTrace:
         if out["end_ns"] is None:
             out["end_ns"] = time.time_ns()
         # The figures (here and in /metrics) run from arrival (first byte parsed) to the
-        # stamp after the write; the other stamps let a reader choose otherwise.
+        # start of the write: no client can see a token before it, so a client's TTFT
+        # minus this one is its own overhead, never negative. end_ns, too, is taken
+        # before the last write.
         out["measured_from"] = "arrival_ns"
-        first = self.first_token_ns
+        out["measured_to"] = "first_token_before_ns"
+        first = self.first_token_before_ns
         out["ttft_ns"] = None if first is None else first - self.arrival_ns
         out["e2e_ns"] = out["end_ns"] - self.arrival_ns
         return out

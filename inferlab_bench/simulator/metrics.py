@@ -10,9 +10,10 @@ the counters are a function of the log and agree with it exactly:
 - ``vllm:generation_tokens_total``: the sum of ``completion_tokens`` over all requests.
 - ``vllm:request_success_total{finished_reason}``: status-200 records by finish reason,
   and status 499 (client gone) as ``abort``.
-- ``vllm:time_to_first_token_seconds``: ``first_token_ns - arrival_ns`` of every record
-  with a first token; ``vllm:e2e_request_latency_seconds``: ``end_ns - arrival_ns`` of
-  every record counted in ``request_success``. Sums are kept in integer nanoseconds.
+- ``vllm:time_to_first_token_seconds``: the record's ``ttft_ns`` (arrival to the start of
+  the first token's write) where there was a first token;
+  ``vllm:e2e_request_latency_seconds``: its ``e2e_ns`` (``end_ns - arrival_ns``) for every
+  record counted in ``request_success``. Sums are kept in integer nanoseconds.
 - ``vllm:num_requests_running`` / ``_waiting``: the engine's slots and queue, live.
 
 Names, types and histogram buckets are vLLM's (V1 engine, ``vllm/v1/metrics/loggers.py``).
@@ -78,12 +79,12 @@ class ServerMetrics:
             self.cache_queries += record["prompt_tokens"]
             self.cache_hits += record["cached_tokens"]
         self.generation_tokens += record["completion_tokens"]
-        if record["first_token_ns"] is not None:
-            self.ttft.observe(record["first_token_ns"] - record["arrival_ns"])
+        if record["ttft_ns"] is not None:
+            self.ttft.observe(record["ttft_ns"])
         reason = finished_reason(record)
         if reason is not None:
             self.finished[reason] += 1
-            self.e2e.observe(record["end_ns"] - record["arrival_ns"])
+            self.e2e.observe(record["e2e_ns"])
 
     def render(self, model: str, running: int, waiting: int) -> str:
         """The Prometheus text exposition (version 0.0.4)."""
