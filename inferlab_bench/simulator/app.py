@@ -87,22 +87,21 @@ class Simulator:
         self, request: Request, parsed: GenerationRequest, arrival: Arrival, handler_ns: int
     ) -> Response:
         try:
-            token_ids = self._token_ids(parsed)
+            prompt_ids = self._prompt_ids(parsed)
         except TokenizerError as exc:
             return _error(Rejection(400, exc.message))
+        token_ids = [i for ids in prompt_ids for i in ids]
         index = next(self._arrivals)
         trace = _trace(request, parsed, index, arrival, len(token_ids))
         trace.handler_ns = handler_ns
         arrival_monotonic = arrival.monotonic
-        room = self.config.max_model_len - len(token_ids)
+        longest = max(len(ids) for ids in prompt_ids)  # each prompt must fit on its own
+        room = self.config.max_model_len - longest
         if room < (parsed.sampling.max_tokens or 0) or room < 1:
-            return self._reject(
-                trace, Rejection(400, _too_long(self.config, len(token_ids), parsed))
-            )
+            return self._reject(trace, Rejection(400, _too_long(self.config, longest, parsed)))
         limit = min(room, self.config.default_max_tokens)
-        plan = make_plan(
-            parsed.sampling, limit, self.config.faults, request_rng(self.config.seed, index)
-        )
+        rng = request_rng(self.config.seed, index)
+        plan = make_plan(parsed.sampling, limit, self.config.faults, rng, parsed.choices)
         trace.fault = plan.fault
         if plan.stall_seconds:
             await asyncio.sleep(plan.stall_seconds)
@@ -119,16 +118,16 @@ class Simulator:
             native=parsed.native,
         )
         offset = arrival.time_ns - round(arrival.monotonic * 1e9)
-        job = Job(parsed, token_ids, plan, env, trace, index, arrival_monotonic, offset)
+        job = Job(parsed, token_ids, plan, env, trace, index, arrival_monotonic, offset, prompt_ids)
         kind = StreamingGeneration if parsed.stream else CompleteGeneration
         return kind(self.backend, job)
 
-    def _token_ids(self, parsed: GenerationRequest) -> list[int]:
+    def _prompt_ids(self, parsed: GenerationRequest) -> list[list[int]]:
         if parsed.chat:
-            return self.tokenizer.chat_ids(parsed.messages, parsed.template_kwargs)
-        if isinstance(parsed.prompt, list):
-            return list(parsed.prompt)
-        return self.tokenizer.text_ids(parsed.prompt)
+            return [self.tokenizer.chat_ids(parsed.messages, parsed.template_kwargs)]
+        return [
+            list(p) if isinstance(p, list) else self.tokenizer.text_ids(p) for p in parsed.prompts
+        ]
 
     def _reject(self, trace: RequestTrace, rejection: Rejection) -> Response:
         trace.status = rejection.status
@@ -275,6 +274,7 @@ def _trace(
         prompt_tokens=prompt_tokens,
         max_tokens=parsed.sampling.max_tokens,
         min_tokens=parsed.sampling.min_tokens,
+        choices=parsed.choices,
         ignore_eos=parsed.sampling.ignore_eos,
         x_request_id=request.headers.get("x-request-id"),
         x_correlation_id=request.headers.get("x-correlation-id"),

@@ -6,7 +6,7 @@ import asyncio
 import time
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import orjson
@@ -16,6 +16,7 @@ from starlette.types import Receive, Scope, Send
 from inferlab_bench.simulator import native, wire
 from inferlab_bench.simulator.body import GenerationRequest
 from inferlab_bench.simulator.ground_truth import GroundTruthLog, RequestTrace
+from inferlab_bench.simulator.logprobs import chat_logprobs, completion_logprobs
 from inferlab_bench.simulator.plan import RequestPlan, token_id, token_text
 from inferlab_bench.simulator.prefix_cache import PrefixCache
 from inferlab_bench.simulator.scheduler import Scheduler, SequenceClock
@@ -30,7 +31,7 @@ class Job:
     """Everything one admitted generation needs."""
 
     request: GenerationRequest
-    token_ids: list[int]
+    token_ids: list[int]  # every prompt's ids, one after the other (a batch has several)
     plan: RequestPlan
     envelope: wire.Envelope
     trace: RequestTrace
@@ -39,6 +40,24 @@ class Job:
     # time_ns() - monotonic() in ns at arrival: turns the model's monotonic due times
     # into wall-clock ns comparable with the trace's stamps.
     wall_offset_ns: int = 0
+    prompt_ids: list[list[int]] = field(default_factory=list)  # per prompt, for the cache
+
+    def __post_init__(self) -> None:
+        if not self.prompt_ids:
+            self.prompt_ids = [self.token_ids]
+
+    def text(self, choice: int, position: int) -> str:
+        """The token at ``position`` of ``choice`` (choices differ in their words)."""
+        return token_text(self.index + choice, position)
+
+    def logprobs(self, choice: int, positions: range, offset: int = 0) -> dict[str, Any] | None:
+        """``logprobs`` of ``choice`` over ``positions``, if the request asked for them."""
+        top = self.request.logprobs
+        if top is None:
+            return None
+        if self.envelope.chat:
+            return chat_logprobs(self.index + choice, positions, top)
+        return completion_logprobs(self.index + choice, positions, top, offset)
 
     def usage(self, completion_tokens: int | None = None) -> wire.Usage:
         """Usage as reported (the prompt-tokens fault applies here only).
@@ -79,12 +98,14 @@ async def timed_tokens(backend: Backend, job: Job) -> AsyncGenerator[Tick, None]
     at_once = await backend.scheduler.acquire(job.index)
     try:
         job.trace.admitted_ns = time.time_ns()
-        job.trace.cached_tokens = backend.cache.lookup(job.token_ids)
+        job.trace.cached_tokens = sum(backend.cache.lookup(ids) for ids in job.prompt_ids)
         start = job.arrival_monotonic if at_once else time.monotonic()
         clock = SequenceClock(backend.scheduler, start)
         await clock.prefill(len(job.token_ids) - job.trace.cached_tokens)
-        backend.cache.insert(job.token_ids)
-        for position in range(job.plan.output_tokens):
+        for ids in job.prompt_ids:
+            backend.cache.insert(ids)
+        # Choices (n > 1, a batch of prompts) decode in lockstep on this one slot.
+        for position in range(job.plan.ticks):
             if position:
                 await clock.next_token()
             yield Tick(position, job.wall_offset_ns + round(clock.due * 1e9))
@@ -108,6 +129,7 @@ class _Generation(Response):
         self.backend = backend
         self.job = job
         self._logged = False
+        self._offsets: dict[int, int] = {}  # per choice: text written so far (text_offset)
 
     def _log(self) -> None:
         """Write the ground-truth record, once.
@@ -141,7 +163,7 @@ class StreamingGeneration(_Generation):
 
     async def _body(self, send: Send, gone: asyncio.Event) -> None:
         job, env = self.job, self.job.envelope
-        n = job.plan.output_tokens
+        n = job.plan.ticks
         text = ""
         async with aclosing(timed_tokens(self.backend, job)) as ticks:
             async for pos, due_ns in ticks:
@@ -149,23 +171,46 @@ class StreamingGeneration(_Generation):
                     job.trace.status = 499
                     return
                 _maybe_drop(job.plan, pos)
-                token = token_text(job.index, pos)
-                text += token
                 bad = wire.MALFORMED if pos == job.plan.malformed_after else b""
                 if env.native:
+                    text += job.text(0, pos)
                     chunk = bad + wire.sse(job.native_object(text, pos + 1, last=pos == n - 1))
+                    emitted = 1
                 else:
-                    head = wire.role_chunk(env) if pos == 0 and env.chat else b""
-                    reason = job.plan.finish_reason if pos == n - 1 else None
-                    chunk = head + bad + wire.token_chunk(env, token, reason)
+                    chunk, emitted = self._openai_chunks(pos, bad)
                 # Stamped on both sides of the write: the bytes left within [before, after],
                 # and how late the loop was against the model's schedule shows apart.
                 before = time.time_ns()
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                job.trace.token_sent(before, time.time_ns(), due_ns)
+                job.trace.token_sent(before, time.time_ns(), due_ns, emitted)
         tail = self._tail(n)
         self._log()
         await send({"type": "http.response.body", "body": tail, "more_body": False})
+
+    def _openai_chunks(self, pos: int, bad: bytes) -> tuple[bytes, int]:
+        """The chunks of every choice still running at ``pos``, and how many tokens."""
+        job, env = self.job, self.job.envelope
+        reasons = job.plan.choice_finish_reasons
+        continuous = job.request.continuous_usage
+        done = job.trace.completion_tokens
+        parts: list[bytes] = []
+        for choice, length in enumerate(job.plan.choice_lengths):
+            if pos >= length:
+                continue
+            if pos == 0 and env.chat:
+                usage = job.usage(done) if continuous else None
+                parts.append(wire.role_chunk(env, choice, usage))
+            if choice == 0:
+                parts.append(bad)  # the malformed-chunk fault goes before the token
+            token = job.text(choice, pos)
+            offset = self._offsets.get(choice, 0)
+            self._offsets[choice] = offset + len(token)
+            reason = reasons[choice] if pos == length - 1 else None
+            done += 1
+            usage = job.usage(done) if continuous else None
+            logprobs = job.logprobs(choice, range(pos, pos + 1), offset)
+            parts.append(wire.token_chunk(env, token, reason, choice, logprobs, usage))
+        return b"".join(parts), done - job.trace.completion_tokens
 
     def _tail(self, n: int) -> bytes:
         job = self.job
@@ -178,7 +223,9 @@ class StreamingGeneration(_Generation):
             # The last token's event carried the finish; with no token, one event says it.
             final = wire.sse(job.native_object("", 0, last=True)) if n == 0 else b""
             return bad + final + wire.DONE
-        head = wire.role_chunk(job.envelope) if n == 0 and job.envelope.chat else b""
+        head = b""
+        if n == 0 and job.envelope.chat:
+            head = b"".join(wire.role_chunk(job.envelope, c) for c in range(job.request.choices))
         usage = wire.usage_chunk(job.envelope, job.usage()) if job.request.include_usage else b""
         return head + bad + usage + wire.DONE
 
@@ -211,18 +258,21 @@ class CompleteGeneration(_Generation):
 
     async def _generate(self) -> bytes:
         job = self.job
-        parts: list[str] = []
+        lengths = job.plan.choice_lengths
         async with aclosing(timed_tokens(self.backend, job)) as ticks:
             async for pos, due_ns in ticks:
-                parts.append(token_text(job.index, pos))
                 now = time.time_ns()  # nothing is written until the whole body is ready
-                job.trace.token_sent(now, now, due_ns)
+                job.trace.token_sent(now, now, due_ns, sum(pos < k for k in lengths))
         job.trace.finish_reason = job.plan.finish_reason
-        text = "".join(parts)
+        texts = ["".join(job.text(c, p) for p in range(k)) for c, k in enumerate(lengths)]
         if job.envelope.native:
-            body = job.native_object(text, len(parts), last=True)
+            body = job.native_object(texts[0], lengths[0], last=True)
         else:
-            body = wire.full_body(job.envelope, text, job.plan.finish_reason, job.usage())
+            choices = [
+                wire.Choice(c, texts[c], reason, job.logprobs(c, range(lengths[c])))
+                for c, reason in enumerate(job.plan.choice_finish_reasons)
+            ]
+            body = wire.full_body(job.envelope, choices, job.usage())
         raw = orjson.dumps(body)
         return raw[:-1] if job.plan.malformed_after is not None else raw
 

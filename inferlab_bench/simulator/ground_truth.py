@@ -80,6 +80,7 @@ class RequestTrace:
     max_tokens: int | None = None
     min_tokens: int | None = None
     ignore_eos: bool = False
+    choices: int = 1  # n times the prompts of a batch; completion_tokens counts them all
     status: int = 200
     fault: str | None = None
     x_request_id: str | None = None
