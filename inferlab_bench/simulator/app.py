@@ -17,7 +17,7 @@ from starlette.routing import Route
 
 from inferlab_bench import __version__
 from inferlab_bench.errors import TokenizerError
-from inferlab_bench.simulator import native, wire
+from inferlab_bench.simulator import native, responses, tokens, wire
 from inferlab_bench.simulator.arrival import Arrival, arrival_of
 from inferlab_bench.simulator.body import GenerationRequest, Rejection, parse
 from inferlab_bench.simulator.config import RESET_PATHS, SimulatorConfig
@@ -60,6 +60,12 @@ class Simulator:
         """Serve ``/v1/chat/completions`` (chat) or ``/v1/completions``."""
         arrival, handler_ns = arrival_of(request.scope), time.time_ns()
         parsed = parse(await request.body(), chat=chat)
+        return await self._checked(request, parsed, arrival, handler_ns)
+
+    async def generate_responses(self, request: Request) -> Response:
+        """Serve OpenAI's ``/v1/responses`` (basic text)."""
+        arrival, handler_ns = arrival_of(request.scope), time.time_ns()
+        parsed = responses.parse_responses(await request.body())
         return await self._checked(request, parsed, arrival, handler_ns)
 
     async def generate_native(self, request: Request) -> Response:
@@ -116,6 +122,7 @@ class Simulator:
             self.config.model,
             chat=parsed.chat,
             native=parsed.native,
+            responses=parsed.responses,
         )
         offset = arrival.time_ns - round(arrival.monotonic * 1e9)
         job = Job(parsed, token_ids, plan, env, trace, index, arrival_monotonic, offset, prompt_ids)
@@ -148,24 +155,17 @@ class Simulator:
 
     async def tokenize(self, request: Request) -> Response:
         """vLLM's ``POST /tokenize`` for a prompt or chat messages."""
-        try:
-            body = orjson.loads(await request.body())
-        except orjson.JSONDecodeError as exc:
-            return _error(Rejection(400, f"request body is not valid JSON: {exc}"))
-        if isinstance(body, dict) and isinstance(body.get("messages"), list):
-            ids = self.tokenizer.chat_ids(body["messages"], body.get("chat_template_kwargs") or {})
-        elif isinstance(body, dict) and isinstance(body.get("prompt"), str):
-            ids = self.tokenizer.text_ids(body["prompt"])
-        else:
-            return _error(Rejection(400, "prompt (string) or messages (list) is required"))
-        return JSONResponse(
-            {
-                "count": len(ids),
-                "max_model_len": self.config.max_model_len,
-                "tokens": ids,
-                "token_strs": None,
-            }
-        )
+        body = await _json(request)
+        if isinstance(body, Rejection):
+            return _error(body)
+        return _answer(tokens.tokenize(body, self.tokenizer, self.config.max_model_len))
+
+    async def detokenize(self, request: Request) -> Response:
+        """vLLM's ``POST /detokenize``: token ids back to text."""
+        body = await _json(request)
+        if isinstance(body, Rejection):
+            return _error(body)
+        return _answer(tokens.detokenize(body, self.tokenizer))
 
     def server_info(self) -> Response:
         """SGLang's ``GET /server_info`` (and ``/get_server_info``)."""
@@ -200,6 +200,13 @@ class Simulator:
             wire.models_body(self.config.model, self.created, self.config.max_model_len)
         )
 
+    def model(self, name: str) -> Response:
+        """``GET /v1/models/{id}``: the one card, or 404 for any other name."""
+        if name != self.config.model:
+            return _error(Rejection(404, f"The model `{name}` does not exist.", "NotFoundError"))
+        body = wire.models_body(self.config.model, self.created, self.config.max_model_len)
+        return JSONResponse(body["data"][0])
+
 
 def build_app(sim: Simulator) -> Starlette:
     """The ASGI application serving ``sim``."""
@@ -219,6 +226,9 @@ def build_app(sim: Simulator) -> Starlette:
     async def models(request: Request) -> Response:
         return sim.models()
 
+    async def model(request: Request) -> Response:
+        return sim.model(request.path_params["model"])
+
     async def server_info(request: Request) -> Response:
         return sim.server_info()
 
@@ -231,12 +241,15 @@ def build_app(sim: Simulator) -> Starlette:
     routes = [
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/v1/completions", completions, methods=["POST"]),
+        Route("/v1/responses", sim.generate_responses, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/models/{model:path}", model, methods=["GET"]),
         Route("/health", ok, methods=["GET"]),
         Route("/ping", ok, methods=["GET", "POST"]),
         Route("/version", version, methods=["GET"]),
         Route("/metrics", prometheus, methods=["GET"]),
         Route("/tokenize", sim.tokenize, methods=["POST"]),
+        Route("/detokenize", sim.detokenize, methods=["POST"]),
         Route("/generate", sim.generate_native, methods=["POST", "PUT"]),
         Route("/server_info", server_info, methods=["GET"]),
         Route("/get_server_info", server_info, methods=["GET"]),
@@ -263,7 +276,7 @@ def _reset_routes(sim: Simulator) -> list[Route]:
 def _trace(
     request: Request, parsed: GenerationRequest, index: int, arrival: Arrival, prompt_tokens: int
 ) -> RequestTrace:
-    prefix = "chatcmpl" if parsed.chat else "generate" if parsed.native else "cmpl"
+    prefix = _id_prefix(parsed)
     trace = RequestTrace(
         request_id=f"{prefix}-sim-{index:08d}",
         request_index=index,
@@ -281,6 +294,14 @@ def _trace(
     )
     _identify(trace, parsed)
     return trace
+
+
+def _id_prefix(parsed: GenerationRequest) -> str:
+    if parsed.responses:
+        return "resp"
+    if parsed.chat:
+        return "chatcmpl"
+    return "generate" if parsed.native else "cmpl"
 
 
 def _identify(trace: RequestTrace, parsed: GenerationRequest) -> None:
@@ -320,6 +341,18 @@ def _error(rejection: Rejection, request_id: str | None = None) -> Response:
         headers["x-request-id"] = request_id
     body: dict[str, Any] = wire.error_body(rejection.message, rejection.kind, rejection.status)
     return JSONResponse(body, status_code=rejection.status, headers=headers)
+
+
+async def _json(request: Request) -> Any:
+    """The request's JSON body, or a Rejection saying why it is not JSON."""
+    try:
+        return orjson.loads(await request.body())
+    except orjson.JSONDecodeError as exc:
+        return Rejection(400, f"request body is not valid JSON: {exc}")
+
+
+def _answer(answer: dict[str, Any] | Rejection) -> Response:
+    return _error(answer) if isinstance(answer, Rejection) else JSONResponse(answer)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

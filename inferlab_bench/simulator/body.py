@@ -37,6 +37,7 @@ class GenerationRequest:
     prompt: str | list[int] | list[str] | list[list[int]] = ""
     template_kwargs: dict[str, Any] = field(default_factory=dict)
     native: bool = False  # SGLang's /generate rather than an OpenAI route
+    responses: bool = False  # OpenAI's /v1/responses (a chat underneath)
     n: int = 1
     logprobs: int | None = None  # alternatives per token when logprobs are asked for
     continuous_usage: bool = False  # usage on every streamed chunk

@@ -13,7 +13,7 @@ import orjson
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from inferlab_bench.simulator import native, wire
+from inferlab_bench.simulator import native, responses, wire
 from inferlab_bench.simulator.body import GenerationRequest
 from inferlab_bench.simulator.ground_truth import GroundTruthLog, RequestTrace
 from inferlab_bench.simulator.logprobs import chat_logprobs, completion_logprobs
@@ -130,6 +130,7 @@ class _Generation(Response):
         self.job = job
         self._logged = False
         self._offsets: dict[int, int] = {}  # per choice: text written so far (text_offset)
+        self._text = ""  # what a /v1/responses stream has written
 
     def _log(self) -> None:
         """Write the ground-truth record, once.
@@ -176,6 +177,12 @@ class StreamingGeneration(_Generation):
                     text += job.text(0, pos)
                     chunk = bad + wire.sse(job.native_object(text, pos + 1, last=pos == n - 1))
                     emitted = 1
+                elif env.responses:
+                    head = self._created() if pos == 0 else b""
+                    token = job.text(0, pos)
+                    self._text += token
+                    chunk = head + bad + responses.delta_event(env, token, pos + 1)
+                    emitted = 1
                 else:
                     chunk, emitted = self._openai_chunks(pos, bad)
                 # Stamped on both sides of the write: the bytes left within [before, after],
@@ -186,6 +193,10 @@ class StreamingGeneration(_Generation):
         tail = self._tail(n)
         self._log()
         await send({"type": "http.response.body", "body": tail, "more_body": False})
+
+    def _created(self) -> bytes:
+        started = responses.response_object(self.job.envelope, "", None, None)
+        return responses.event("response.created", 0, response=started)
 
     def _openai_chunks(self, pos: int, bad: bytes) -> tuple[bytes, int]:
         """The chunks of every choice still running at ``pos``, and how many tokens."""
@@ -223,6 +234,12 @@ class StreamingGeneration(_Generation):
             # The last token's event carried the finish; with no token, one event says it.
             final = wire.sse(job.native_object("", 0, last=True)) if n == 0 else b""
             return bad + final + wire.DONE
+        if job.envelope.responses:
+            head = self._created() if n == 0 else b""
+            whole = responses.response_object(
+                job.envelope, self._text, job.usage(), job.plan.finish_reason
+            )
+            return head + bad + responses.event("response.completed", n + 1, response=whole)
         head = b""
         if n == 0 and job.envelope.chat:
             head = b"".join(wire.role_chunk(job.envelope, c) for c in range(job.request.choices))
@@ -267,6 +284,9 @@ class CompleteGeneration(_Generation):
         texts = ["".join(job.text(c, p) for p in range(k)) for c, k in enumerate(lengths)]
         if job.envelope.native:
             body = job.native_object(texts[0], lengths[0], last=True)
+        elif job.envelope.responses:
+            reason = job.plan.finish_reason
+            body = responses.response_object(job.envelope, texts[0], job.usage(), reason)
         else:
             choices = [
                 wire.Choice(c, texts[c], reason, job.logprobs(c, range(lengths[c])))

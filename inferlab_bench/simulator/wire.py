@@ -39,6 +39,7 @@ class Envelope:
     model: str
     chat: bool
     native: bool = False  # SGLang /generate events instead of OpenAI chunks
+    responses: bool = False  # /v1/responses events instead of chat chunks
 
     @property
     def chunk_object(self) -> str:
