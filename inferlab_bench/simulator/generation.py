@@ -130,7 +130,7 @@ class _Generation(Response):
         self.job = job
         self._logged = False
         self._offsets: dict[int, int] = {}  # per choice: text written so far (text_offset)
-        self._text = ""  # what a /v1/responses stream has written
+        self._text = ""  # what a /generate or /v1/responses stream has written
 
     def _log(self) -> None:
         """Write the ground-truth record, once.
@@ -163,28 +163,15 @@ class StreamingGeneration(_Generation):
             self._log()
 
     async def _body(self, send: Send, gone: asyncio.Event) -> None:
-        job, env = self.job, self.job.envelope
+        job = self.job
         n = job.plan.ticks
-        text = ""
         async with aclosing(timed_tokens(self.backend, job)) as ticks:
             async for pos, due_ns in ticks:
                 if gone.is_set():
                     job.trace.status = 499
                     return
                 _maybe_drop(job.plan, pos)
-                bad = wire.MALFORMED if pos == job.plan.malformed_after else b""
-                if env.native:
-                    text += job.text(0, pos)
-                    chunk = bad + wire.sse(job.native_object(text, pos + 1, last=pos == n - 1))
-                    emitted = 1
-                elif env.responses:
-                    head = self._created() if pos == 0 else b""
-                    token = job.text(0, pos)
-                    self._text += token
-                    chunk = head + bad + responses.delta_event(env, token, pos + 1)
-                    emitted = 1
-                else:
-                    chunk, emitted = self._openai_chunks(pos, bad)
+                chunk, emitted = self._chunk(pos, n)
                 # Stamped on both sides of the write: the bytes left within [before, after],
                 # and how late the loop was against the model's schedule shows apart.
                 before = time.time_ns()
@@ -193,6 +180,19 @@ class StreamingGeneration(_Generation):
         tail = self._tail(n)
         self._log()
         await send({"type": "http.response.body", "body": tail, "more_body": False})
+
+    def _chunk(self, pos: int, n: int) -> tuple[bytes, int]:
+        """What this API's stream writes at ``pos`` (of ``n``), and how many tokens it holds."""
+        job, env = self.job, self.job.envelope
+        bad = wire.MALFORMED if pos == job.plan.malformed_after else b""
+        if not (env.native or env.responses):
+            return self._openai_chunks(pos, bad)
+        token = job.text(0, pos)
+        self._text += token
+        if env.native:  # SGLang's events are cumulative
+            return bad + wire.sse(job.native_object(self._text, pos + 1, last=pos == n - 1)), 1
+        head = self._created() if pos == 0 else b""
+        return head + bad + responses.delta_event(env, token, pos + 1), 1
 
     def _created(self) -> bytes:
         started = responses.response_object(self.job.envelope, "", None, None)
