@@ -81,12 +81,12 @@ class Simulator:
         arrival: Arrival,
         handler_ns: int,
     ) -> Response:
+        request_id = request.headers.get("x-request-id")
         if isinstance(parsed, Rejection):
-            return _error(parsed)
+            return _error(parsed, request_id)
         if parsed.model is not None and parsed.model != self.config.model:
-            return _error(
-                Rejection(404, f"The model `{parsed.model}` does not exist.", "NotFoundError")
-            )
+            missing = f"The model `{parsed.model}` does not exist."
+            return _error(Rejection(404, missing, "NotFoundError"), request_id)
         return await self._serve(request, parsed, arrival, handler_ns)
 
     async def _serve(

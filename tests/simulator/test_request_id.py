@@ -43,3 +43,6 @@ def test_errors_echo_the_header_and_no_header_means_none_echoed(
     r = client.post(f"{sim.base_url}/v1/chat/completions", json=chat_body())
     assert r.status_code == 503 and "x-request-id" not in r.headers
     assert [t["x_request_id"] for t in sim.ground_truth()] == ["e-1", None]
+    # A body refused before any generation (not logged) echoes it too.
+    r = client.post(f"{sim.base_url}/v1/chat/completions", json={}, headers={"X-Request-ID": "b"})
+    assert r.status_code == 400 and r.headers["x-request-id"] == "b"
