@@ -240,6 +240,13 @@ def test_server_metrics_agree_with_our_records_over_the_profiling_phase(warm_vll
         assert figure["difference"] == 0, (name, figure)
     truth = warm_vllm.requests_of("profiling")
     assert figures["requests"]["server"] == len(truth) == REQUESTS
+    # The server's means are the truth's (stamped before each write), so what AIPerf adds
+    # on top can only be positive.
+    latencies = metrics["latencies"]
+    assert set(latencies) == {"ttft_ms", "request_latency_ms"}
+    ttft = statistics.mean(e["ttft_ns"] / 1e6 for e in truth)
+    assert latencies["ttft_ms"]["server_mean"] == pytest.approx(ttft, rel=1e-9)
+    assert all(v["client_added"] >= 0 and v["server_count"] == REQUESTS for v in latencies.values())
 
 
 @pytest.mark.parametrize(
