@@ -1,4 +1,4 @@
-"""SGLang's own benchmark client (bench_serving, --backend sglang) against the simulator.
+"""SGLang's own clients against the simulator: bench_serving (--backend sglang), the frontend.
 
 SGLang 0.5.9 is the last release whose ``bench_serving`` imports without torch; `.ci/run`
 installs it with ``--no-deps`` (plus pybase64, its one missing import). Its native request
@@ -116,3 +116,29 @@ def test_bench_serving_cli_with_the_sglang_backend(
     truth_ttfts = sorted((r["first_token_ns"] - r["arrival_ns"]) / 1e9 for r in requests[1:])
     for client, server in zip(sorted(result["ttfts"]), truth_ttfts, strict=True):
         assert server - 0.002 <= client < server + 0.05
+
+
+def test_sglang_frontend_runtime_endpoint(start_simulator: StartSimulator) -> None:
+    # SGLang's own frontend backend: /get_model_info at construction, /get_server_info,
+    # /flush_cache, and /generate (whole and streamed) when a program runs.
+    import sglang as sgl
+    from sglang.lang.backend.runtime_endpoint import RuntimeEndpoint
+
+    sim = start_simulator(max_model_len=4096)
+    backend = RuntimeEndpoint(sim.base_url)
+    assert backend.get_model_name() == "sim-model"
+    assert backend.get_server_info()["context_length"] == 4096
+    backend.flush_cache()
+    assert sim.reset_count == 1
+
+    @sgl.function
+    def answer(s: Any, question: str) -> None:
+        s += question + sgl.gen("answer", max_tokens=5, ignore_eos=True)
+
+    whole = answer.run(question="Hello", backend=backend)
+    streamed = answer.run(question="Hi", backend=backend, stream=True)
+    streamed_text = "".join(streamed.text_iter("answer"))
+    first, second = [r for r in sim.ground_truth() if r["kind"] == "request"]
+    assert len(whole["answer"].split()) == 5 == first["completion_tokens"]
+    assert whole.get_meta_info("answer")["id"] == first["request_id"]
+    assert len(streamed_text.split()) == 5 and second["stream"] is True
