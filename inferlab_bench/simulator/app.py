@@ -96,7 +96,7 @@ class Simulator:
             prompt_ids = self._prompt_ids(parsed)
         except TokenizerError as exc:
             return _error(Rejection(400, exc.message))
-        token_ids = [i for ids in prompt_ids for i in ids]
+        token_ids = prompt_ids[0] if len(prompt_ids) == 1 else [i for p in prompt_ids for i in p]
         index = next(self._arrivals)
         trace = _trace(request, parsed, index, arrival, len(token_ids))
         trace.handler_ns = handler_ns

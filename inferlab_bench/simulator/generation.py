@@ -131,6 +131,9 @@ class _Generation(Response):
         self._logged = False
         self._offsets: dict[int, int] = {}  # per choice: text written so far (text_offset)
         self._text = ""  # what a /generate or /v1/responses stream has written
+        request = job.request
+        self._plain = request.choices == 1 and request.logprobs is None
+        self._plain = self._plain and not request.continuous_usage
 
     def _log(self) -> None:
         """Write the ground-truth record, once.
@@ -186,6 +189,10 @@ class StreamingGeneration(_Generation):
         job, env = self.job, self.job.envelope
         bad = wire.MALFORMED if pos == job.plan.malformed_after else b""
         if not (env.native or env.responses):
+            if self._plain:  # the hot path: one choice, no logprobs, no running usage
+                head = wire.role_chunk(env) if pos == 0 and env.chat else b""
+                reason = job.plan.finish_reason if pos == n - 1 else None
+                return head + bad + wire.token_chunk(env, job.text(0, pos), reason), 1
             return self._openai_chunks(pos, bad)
         token = job.text(0, pos)
         self._text += token
@@ -203,6 +210,7 @@ class StreamingGeneration(_Generation):
         job, env = self.job, self.job.envelope
         reasons = job.plan.choice_finish_reasons
         continuous = job.request.continuous_usage
+        wants_logprobs = job.request.logprobs is not None
         done = job.trace.completion_tokens
         parts: list[bytes] = []
         for choice, length in enumerate(job.plan.choice_lengths):
@@ -214,12 +222,14 @@ class StreamingGeneration(_Generation):
             if choice == 0:
                 parts.append(bad)  # the malformed-chunk fault goes before the token
             token = job.text(choice, pos)
-            offset = self._offsets.get(choice, 0)
-            self._offsets[choice] = offset + len(token)
+            logprobs = None
+            if wants_logprobs:  # off the hot path: most requests ask for none
+                offset = self._offsets.get(choice, 0)
+                self._offsets[choice] = offset + len(token)
+                logprobs = job.logprobs(choice, range(pos, pos + 1), offset)
             reason = reasons[choice] if pos == length - 1 else None
             done += 1
             usage = job.usage(done) if continuous else None
-            logprobs = job.logprobs(choice, range(pos, pos + 1), offset)
             parts.append(wire.token_chunk(env, token, reason, choice, logprobs, usage))
         return b"".join(parts), done - job.trace.completion_tokens
 
