@@ -75,7 +75,7 @@ def test_counters_and_histograms_equal_the_ground_truth_file(
 
 
 def test_gauges_show_running_and_waiting_sequences(start_simulator: StartSimulator) -> None:
-    latency = LatencyConfig(decode_base_ms=60, decode_ms_per_seq=0, max_num_seqs=1)
+    latency = LatencyConfig(decode_base_ms=100, decode_ms_per_seq=0, max_num_seqs=1)
     sim = start_simulator(latency=latency)
 
     def send() -> None:
@@ -85,7 +85,7 @@ def test_gauges_show_running_and_waiting_sequences(start_simulator: StartSimulat
     threads = [threading.Thread(target=send) for _ in range(2)]
     for thread in threads:
         thread.start()
-    time.sleep(0.15)
+    time.sleep(0.2)
     got = _samples(httpx.get(f"{sim.base_url}/metrics").text)
     for thread in threads:
         thread.join()

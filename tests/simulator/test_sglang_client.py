@@ -71,7 +71,7 @@ def test_sglang_request_function_reads_text_and_token_ids(
         if stream:
             assert len(output.itl) == record["completion_tokens"] - 1
             ttft_truth = (record["first_token_ns"] - record["arrival_ns"]) / 1e9
-            assert ttft_truth - 0.002 <= output.ttft < ttft_truth + 0.05
+            assert ttft_truth - 0.002 <= output.ttft < ttft_truth + 0.25  # loose: a busy host
 
 
 def test_bench_serving_cli_with_the_sglang_backend(
@@ -115,7 +115,7 @@ def test_bench_serving_cli_with_the_sglang_backend(
     assert result["server_info"]["served_model_name"] == "sim-model"
     truth_ttfts = sorted((r["first_token_ns"] - r["arrival_ns"]) / 1e9 for r in requests[1:])
     for client, server in zip(sorted(result["ttfts"]), truth_ttfts, strict=True):
-        assert server - 0.002 <= client < server + 0.05
+        assert server - 0.002 <= client < server + 0.25  # loose above: a busy host
 
 
 def test_sglang_frontend_runtime_endpoint(start_simulator: StartSimulator) -> None:
