@@ -5,8 +5,10 @@ window holds every request AIPerf sent (warmup and profiling) and nothing else t
 sent. When our plugin runs between warmup and profiling (the reset after warmup) it also
 scrapes there, and the window is the profiling phase alone. The counters each server
 family exposes for the token totals are mapped to ours: the sums of ``usage.prompt_tokens``,
-of the output lengths and of the cached prompt tokens over the same records. Differences
-are reported, not judged here.
+of the output lengths and of the cached prompt tokens over the same records; where the
+server keeps TTFT and end-to-end histograms (vLLM, SGLang), their means over the window
+sit beside ours, and the difference is what the client added. Differences are reported,
+not judged here.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ COUNTERS: dict[str, dict[str, tuple[str, ...]]] = {
     "vllm": {
         "prompt_tokens": ("vllm:prompt_tokens_total",),
         "output_tokens": ("vllm:generation_tokens_total",),
+        # The V1 engine counts prefix-cache hits in tokens (the gpu_ names are gone).
+        "cached_prompt_tokens": ("vllm:prefix_cache_hits_total",),
         "requests": ("vllm:request_success_total",),
     },
     "sglang": {
@@ -52,6 +56,21 @@ COUNTERS: dict[str, dict[str, tuple[str, ...]]] = {
         "cached_prompt_tokens": ("sglang:cached_tokens_total",),
     },
 }
+
+
+# Per family: our mean latency (ms, AIPerf's) -> the server's histogram of the same span.
+# The difference of the means over the window is what the client adds on top of the server.
+LATENCIES: dict[str, dict[str, str]] = {
+    "vllm": {
+        "ttft_ms": "vllm:time_to_first_token_seconds",
+        "request_latency_ms": "vllm:e2e_request_latency_seconds",
+    },
+    "sglang": {
+        "ttft_ms": "sglang:time_to_first_token_seconds",
+        "request_latency_ms": "sglang:e2e_request_latency_seconds",
+    },
+}
+_OUR_LATENCY_TAGS = (("time_to_first_token", "ttft_ms"), ("request_latency", "request_latency_ms"))
 
 
 @dataclass(frozen=True)
@@ -129,6 +148,10 @@ def our_totals(records: CaseRecords, *, profiling_only: bool = False) -> dict[st
         if values.size and not np.all(np.isnan(values)):
             ours[figure] = float(np.nansum(values))
     ours["requests"] = float(sum(len(_succeeded(p, "request_latency")) for p in phases))
+    for tag, figure in _OUR_LATENCY_TAGS:
+        values = np.concatenate([_succeeded(phase, tag) for phase in phases])
+        if values.size and not np.all(np.isnan(values)):
+            ours[figure] = float(np.nanmean(values))
     return ours
 
 
@@ -181,5 +204,27 @@ def comparison(
         "before_ns": before.time_ns,
         "after_ns": after.time_ns,
         "figures": figures,
+        "latencies": latency_means(before, after, ours, kind),
         "counter_deltas": deltas,
     }
+
+
+def latency_means(
+    before: Scrape, after: Scrape, ours: Mapping[str, float], kind: str | None
+) -> dict[str, Any]:
+    """Per latency: the server's mean over the window (from its histogram) beside ours (ms)."""
+    out = {}
+    for figure, series in (LATENCIES.get(kind or "") or {}).items():
+        count = after.values.get(f"{series}_count", 0.0) - before.values.get(f"{series}_count", 0.0)
+        total = after.values.get(f"{series}_sum", 0.0) - before.values.get(f"{series}_sum", 0.0)
+        if figure not in ours or count <= 0:
+            continue
+        server = total / count * 1000.0
+        out[figure] = {
+            "server_mean": server,
+            "ours_mean": ours[figure],
+            "client_added": ours[figure] - server,
+            "server_count": count,
+            "series": series,
+        }
+    return out

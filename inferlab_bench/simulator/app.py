@@ -17,7 +17,7 @@ from starlette.routing import Route
 
 from inferlab_bench import __version__
 from inferlab_bench.errors import TokenizerError
-from inferlab_bench.simulator import wire
+from inferlab_bench.simulator import native, responses, tokens, wire
 from inferlab_bench.simulator.arrival import Arrival, arrival_of
 from inferlab_bench.simulator.body import GenerationRequest, Rejection, parse
 from inferlab_bench.simulator.config import RESET_PATHS, SimulatorConfig
@@ -29,6 +29,7 @@ from inferlab_bench.simulator.generation import (
 )
 from inferlab_bench.simulator.ground_truth import GroundTruthLog, RequestTrace, reset_record
 from inferlab_bench.simulator.latency import Engine
+from inferlab_bench.simulator.metrics import ServerMetrics
 from inferlab_bench.simulator.plan import make_plan, request_rng
 from inferlab_bench.simulator.prefix_cache import PrefixCache
 from inferlab_bench.simulator.prompt import PromptTokenizer, flatten_content
@@ -49,41 +50,64 @@ class Simulator:
             cache=PrefixCache(config.block_size, config.cache_capacity_blocks),
             log=log,
         )
+        self.metrics = ServerMetrics()
+        log.subscribe(self.metrics.observe)
         self.reset_count = 0
         self.created = int(time.time())
         self._arrivals = itertools.count()
 
     async def generate(self, request: Request, *, chat: bool) -> Response:
         """Serve ``/v1/chat/completions`` (chat) or ``/v1/completions``."""
-        arrival = arrival_of(request.scope)
+        arrival, handler_ns = arrival_of(request.scope), time.time_ns()
         parsed = parse(await request.body(), chat=chat)
+        return await self._checked(request, parsed, arrival, handler_ns)
+
+    async def generate_responses(self, request: Request) -> Response:
+        """Serve OpenAI's ``/v1/responses`` (basic text)."""
+        arrival, handler_ns = arrival_of(request.scope), time.time_ns()
+        parsed = responses.parse_responses(await request.body())
+        return await self._checked(request, parsed, arrival, handler_ns)
+
+    async def generate_native(self, request: Request) -> Response:
+        """Serve SGLang's ``/generate``."""
+        arrival, handler_ns = arrival_of(request.scope), time.time_ns()
+        parsed = native.parse_generate(await request.body())
+        return await self._checked(request, parsed, arrival, handler_ns)
+
+    async def _checked(
+        self,
+        request: Request,
+        parsed: GenerationRequest | Rejection,
+        arrival: Arrival,
+        handler_ns: int,
+    ) -> Response:
+        request_id = request.headers.get("x-request-id")
         if isinstance(parsed, Rejection):
-            return _error(parsed)
+            return _error(parsed, request_id)
         if parsed.model is not None and parsed.model != self.config.model:
-            return _error(
-                Rejection(404, f"The model `{parsed.model}` does not exist.", "NotFoundError")
-            )
-        return await self._serve(request, parsed, arrival)
+            missing = f"The model `{parsed.model}` does not exist."
+            return _error(Rejection(404, missing, "NotFoundError"), request_id)
+        return await self._serve(request, parsed, arrival, handler_ns)
 
     async def _serve(
-        self, request: Request, parsed: GenerationRequest, arrival: Arrival
+        self, request: Request, parsed: GenerationRequest, arrival: Arrival, handler_ns: int
     ) -> Response:
         try:
-            token_ids = self._token_ids(parsed)
+            prompt_ids = self._prompt_ids(parsed)
         except TokenizerError as exc:
             return _error(Rejection(400, exc.message))
+        token_ids = prompt_ids[0] if len(prompt_ids) == 1 else [i for p in prompt_ids for i in p]
         index = next(self._arrivals)
         trace = _trace(request, parsed, index, arrival, len(token_ids))
+        trace.handler_ns = handler_ns
         arrival_monotonic = arrival.monotonic
-        room = self.config.max_model_len - len(token_ids)
+        longest = max(len(ids) for ids in prompt_ids)  # each prompt must fit on its own
+        room = self.config.max_model_len - longest
         if room < (parsed.sampling.max_tokens or 0) or room < 1:
-            return self._reject(
-                trace, Rejection(400, _too_long(self.config, len(token_ids), parsed))
-            )
+            return self._reject(trace, Rejection(400, _too_long(self.config, longest, parsed)))
         limit = min(room, self.config.default_max_tokens)
-        plan = make_plan(
-            parsed.sampling, limit, self.config.faults, request_rng(self.config.seed, index)
-        )
+        rng = request_rng(self.config.seed, index)
+        plan = make_plan(parsed.sampling, limit, self.config.faults, rng, parsed.choices)
         trace.fault = plan.fault
         if plan.stall_seconds:
             await asyncio.sleep(plan.stall_seconds)
@@ -92,24 +116,32 @@ class Simulator:
             return self._reject(
                 trace, Rejection(plan.error_status, "injected fault", _kind(plan.error_status))
             )
-        env = wire.Envelope(trace.request_id, int(time.time()), self.config.model, chat=parsed.chat)
-        job = Job(parsed, token_ids, plan, env, trace, index, arrival_monotonic)
+        env = wire.Envelope(
+            trace.request_id,
+            int(time.time()),
+            self.config.model,
+            chat=parsed.chat,
+            native=parsed.native,
+            responses=parsed.responses,
+        )
+        offset = arrival.time_ns - round(arrival.monotonic * 1e9)
+        job = Job(parsed, token_ids, plan, env, trace, index, arrival_monotonic, offset, prompt_ids)
         kind = StreamingGeneration if parsed.stream else CompleteGeneration
         return kind(self.backend, job)
 
-    def _token_ids(self, parsed: GenerationRequest) -> list[int]:
+    def _prompt_ids(self, parsed: GenerationRequest) -> list[list[int]]:
         if parsed.chat:
-            return self.tokenizer.chat_ids(parsed.messages, parsed.template_kwargs)
-        if isinstance(parsed.prompt, list):
-            return list(parsed.prompt)
-        return self.tokenizer.text_ids(parsed.prompt)
+            return [self.tokenizer.chat_ids(parsed.messages, parsed.template_kwargs)]
+        return [
+            list(p) if isinstance(p, list) else self.tokenizer.text_ids(p) for p in parsed.prompts
+        ]
 
     def _reject(self, trace: RequestTrace, rejection: Rejection) -> Response:
         trace.status = rejection.status
         trace.error = rejection.message
         trace.end_ns = time.time_ns()
         self.log.append(trace.record())
-        return _error(rejection)
+        return _error(rejection, trace.x_request_id)
 
     def reset(self, path: str) -> Response:
         """Empty the prefix cache (unless the reset_noop fault is on) and log it."""
@@ -118,35 +150,62 @@ class Simulator:
         self.reset_count += 1
         self.log.append(reset_record(path, 200, cleared, "reset_noop" if noop else None))
         if path == RESET_PATHS["sglang"]:
-            return PlainTextResponse("Cache flushed.\n")
+            return PlainTextResponse(native.FLUSHED)
         return Response(status_code=200)
 
     async def tokenize(self, request: Request) -> Response:
         """vLLM's ``POST /tokenize`` for a prompt or chat messages."""
-        try:
-            body = orjson.loads(await request.body())
-        except orjson.JSONDecodeError as exc:
-            return _error(Rejection(400, f"request body is not valid JSON: {exc}"))
-        if isinstance(body, dict) and isinstance(body.get("messages"), list):
-            ids = self.tokenizer.chat_ids(body["messages"], body.get("chat_template_kwargs") or {})
-        elif isinstance(body, dict) and isinstance(body.get("prompt"), str):
-            ids = self.tokenizer.text_ids(body["prompt"])
-        else:
-            return _error(Rejection(400, "prompt (string) or messages (list) is required"))
+        body = await _json(request)
+        if isinstance(body, Rejection):
+            return _error(body)
+        return _answer(tokens.tokenize(body, self.tokenizer, self.config.max_model_len))
+
+    async def detokenize(self, request: Request) -> Response:
+        """vLLM's ``POST /detokenize``: token ids back to text."""
+        body = await _json(request)
+        if isinstance(body, Rejection):
+            return _error(body)
+        return _answer(tokens.detokenize(body, self.tokenizer))
+
+    def server_info(self) -> Response:
+        """SGLang's ``GET /server_info`` (and ``/get_server_info``)."""
+        engine = self.backend.scheduler.engine
         return JSONResponse(
-            {
-                "count": len(ids),
-                "max_model_len": self.config.max_model_len,
-                "tokens": ids,
-                "token_strs": None,
-            }
+            native.server_info(
+                model=self.config.model,
+                tokenizer=self.config.tokenizer,
+                max_model_len=self.config.max_model_len,
+                max_running=self.config.latency.max_num_seqs,
+                page_size=self.config.block_size,
+                seed=self.config.seed,
+                running=engine.running,
+                waiting=engine.waiting,
+                version=f"{native.SGLANG_VERSION}+inferlab.sim.{__version__}",
+            )
         )
+
+    def prometheus(self) -> Response:
+        """vLLM's ``GET /metrics`` (Prometheus text), counted from the ground truth."""
+        engine = self.backend.scheduler.engine
+        text = self.metrics.render(self.config.model, engine.running, engine.waiting)
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    def model_info(self) -> Response:
+        """SGLang's ``GET /model_info`` (and ``/get_model_info``)."""
+        return JSONResponse(native.model_info(self.config.model, self.config.tokenizer))
 
     def models(self) -> Response:
         """``GET /v1/models``."""
         return JSONResponse(
             wire.models_body(self.config.model, self.created, self.config.max_model_len)
         )
+
+    def model(self, name: str) -> Response:
+        """``GET /v1/models/{id}``: the one card, or 404 for any other name."""
+        if name != self.config.model:
+            return _error(Rejection(404, f"The model `{name}` does not exist.", "NotFoundError"))
+        body = wire.models_body(self.config.model, self.created, self.config.max_model_len)
+        return JSONResponse(body["data"][0])
 
 
 def build_app(sim: Simulator) -> Starlette:
@@ -167,14 +226,35 @@ def build_app(sim: Simulator) -> Starlette:
     async def models(request: Request) -> Response:
         return sim.models()
 
+    async def model(request: Request) -> Response:
+        return sim.model(request.path_params["model"])
+
+    async def server_info(request: Request) -> Response:
+        return sim.server_info()
+
+    async def model_info(request: Request) -> Response:
+        return sim.model_info()
+
+    async def prometheus(request: Request) -> Response:
+        return sim.prometheus()
+
     routes = [
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/v1/completions", completions, methods=["POST"]),
+        Route("/v1/responses", sim.generate_responses, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/models/{model:path}", model, methods=["GET"]),
         Route("/health", ok, methods=["GET"]),
         Route("/ping", ok, methods=["GET", "POST"]),
         Route("/version", version, methods=["GET"]),
+        Route("/metrics", prometheus, methods=["GET"]),
         Route("/tokenize", sim.tokenize, methods=["POST"]),
+        Route("/detokenize", sim.detokenize, methods=["POST"]),
+        Route("/generate", sim.generate_native, methods=["POST", "PUT"]),
+        Route("/server_info", server_info, methods=["GET"]),
+        Route("/get_server_info", server_info, methods=["GET"]),
+        Route("/model_info", model_info, methods=["GET"]),
+        Route("/get_model_info", model_info, methods=["GET"]),
         *_reset_routes(sim),
     ]
     return Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
@@ -196,7 +276,7 @@ def _reset_routes(sim: Simulator) -> list[Route]:
 def _trace(
     request: Request, parsed: GenerationRequest, index: int, arrival: Arrival, prompt_tokens: int
 ) -> RequestTrace:
-    prefix = "chatcmpl" if parsed.chat else "cmpl"
+    prefix = _id_prefix(parsed)
     trace = RequestTrace(
         request_id=f"{prefix}-sim-{index:08d}",
         request_index=index,
@@ -207,12 +287,21 @@ def _trace(
         prompt_tokens=prompt_tokens,
         max_tokens=parsed.sampling.max_tokens,
         min_tokens=parsed.sampling.min_tokens,
+        choices=parsed.choices,
         ignore_eos=parsed.sampling.ignore_eos,
         x_request_id=request.headers.get("x-request-id"),
         x_correlation_id=request.headers.get("x-correlation-id"),
     )
     _identify(trace, parsed)
     return trace
+
+
+def _id_prefix(parsed: GenerationRequest) -> str:
+    if parsed.responses:
+        return "resp"
+    if parsed.chat:
+        return "chatcmpl"
+    return "generate" if parsed.native else "cmpl"
 
 
 def _identify(trace: RequestTrace, parsed: GenerationRequest) -> None:
@@ -246,10 +335,24 @@ def _kind(status: int) -> str:
     )
 
 
-def _error(rejection: Rejection) -> Response:
-    headers = {"retry-after": "1"} if rejection.status == 429 else None
+def _error(rejection: Rejection, request_id: str | None = None) -> Response:
+    headers = {"retry-after": "1"} if rejection.status == 429 else {}
+    if request_id is not None:
+        headers["x-request-id"] = request_id
     body: dict[str, Any] = wire.error_body(rejection.message, rejection.kind, rejection.status)
     return JSONResponse(body, status_code=rejection.status, headers=headers)
+
+
+async def _json(request: Request) -> Any:
+    """The request's JSON body, or a Rejection saying why it is not JSON."""
+    try:
+        return orjson.loads(await request.body())
+    except orjson.JSONDecodeError as exc:
+        return Rejection(400, f"request body is not valid JSON: {exc}")
+
+
+def _answer(answer: dict[str, Any] | Rejection) -> Response:
+    return _error(answer) if isinstance(answer, Rejection) else JSONResponse(answer)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

@@ -10,6 +10,9 @@ import orjson
 
 from inferlab_bench.simulator.plan import Sampling
 
+# vLLM's default --max-logprobs.
+MAX_LOGPROBS = 20
+
 
 @dataclass(frozen=True)
 class Rejection:
@@ -30,8 +33,27 @@ class GenerationRequest:
     stream: bool
     include_usage: bool
     messages: list[dict[str, Any]] = field(default_factory=list)
-    prompt: str | list[int] = ""
+    # A completion prompt as sent: one text or id list, or a list of them (a batch).
+    prompt: str | list[int] | list[str] | list[list[int]] = ""
     template_kwargs: dict[str, Any] = field(default_factory=dict)
+    native: bool = False  # SGLang's /generate rather than an OpenAI route
+    responses: bool = False  # OpenAI's /v1/responses (a chat underneath)
+    n: int = 1
+    logprobs: int | None = None  # alternatives per token when logprobs are asked for
+    continuous_usage: bool = False  # usage on every streamed chunk
+
+    @property
+    def prompts(self) -> list[str | list[int]]:
+        """The single prompts of a completion request (a batch is several)."""
+        prompt: Any = self.prompt
+        if isinstance(prompt, str) or is_token_ids(prompt):
+            return [prompt]
+        return list(prompt)
+
+    @property
+    def choices(self) -> int:
+        """Choices in the answer: ``n`` for each prompt."""
+        return self.n * (1 if self.chat else len(self.prompts))
 
 
 def parse(raw: bytes, *, chat: bool) -> GenerationRequest | Rejection:
@@ -45,21 +67,75 @@ def parse(raw: bytes, *, chat: bool) -> GenerationRequest | Rejection:
     sampling = _sampling(body)
     if isinstance(sampling, Rejection):
         return sampling
-    if body.get("n", 1) != 1:
-        return Rejection(400, "the simulator serves n=1 only")
-    return _with_input(body, chat, sampling)
+    extras = _extras(body, chat)
+    if isinstance(extras, Rejection):
+        return extras
+    return _with_input(body, chat, sampling, extras)
+
+
+def _extras(body: Mapping[str, Any], chat: bool) -> dict[str, Any] | Rejection:
+    n = body.get("n", 1)
+    if n is None:
+        n = 1
+    if not _is_int(n) or n < 1:
+        return Rejection(400, f"n must be a positive integer, got {n!r}")
+    logprobs = _chat_logprobs(body) if chat else _completion_logprobs(body)
+    if isinstance(logprobs, Rejection):
+        return logprobs
+    options = body.get("stream_options")
+    options = {} if options is None else options
+    if not isinstance(options, Mapping):
+        return Rejection(400, "stream_options must be an object")
+    for name in ("include_usage", "continuous_usage_stats"):
+        if not isinstance(options.get(name, False), bool | None):
+            return Rejection(400, f"stream_options.{name} must be a boolean")
+    usage = bool(options.get("include_usage"))
+    return {
+        "n": n,
+        "logprobs": logprobs,
+        "include_usage": usage,
+        "continuous_usage": usage and bool(options.get("continuous_usage_stats")),
+    }
+
+
+def _chat_logprobs(body: Mapping[str, Any]) -> int | None | Rejection:
+    asked, top = body.get("logprobs"), body.get("top_logprobs")
+    if asked is not None and not isinstance(asked, bool):
+        return Rejection(400, f"logprobs must be a boolean, got {asked!r}")
+    if top is not None and (not _is_int(top) or not 0 <= top <= MAX_LOGPROBS):
+        return Rejection(400, f"top_logprobs must be an integer 0..{MAX_LOGPROBS}, got {top!r}")
+    if top and not asked:
+        return Rejection(400, "top_logprobs needs logprobs: true")
+    return (top or 0) if asked else None
+
+
+def _completion_logprobs(body: Mapping[str, Any]) -> int | None | Rejection:
+    top = body.get("logprobs")
+    if top is not None and (not _is_int(top) or not 0 <= top <= MAX_LOGPROBS):
+        return Rejection(400, f"logprobs must be an integer 0..{MAX_LOGPROBS}, got {top!r}")
+    return top
+
+
+def _is_batch(value: Any) -> TypeGuard[list[str] | list[list[int]]]:
+    """A non-empty list of strings, or of token-id lists."""
+    if not isinstance(value, list) or not value:
+        return False
+    return all(isinstance(p, str) for p in value) or all(is_token_ids(p) for p in value)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _with_input(
-    body: dict[str, Any], chat: bool, sampling: Sampling
+    body: dict[str, Any], chat: bool, sampling: Sampling, extras: dict[str, Any]
 ) -> GenerationRequest | Rejection:
-    options = body.get("stream_options") or {}
     common: dict[str, Any] = {
         "chat": chat,
         "model": body.get("model"),
         "sampling": sampling,
         "stream": bool(body.get("stream", False)),
-        "include_usage": bool(isinstance(options, Mapping) and options.get("include_usage")),
+        **extras,
     }
     if chat:
         messages = body.get("messages")
@@ -70,9 +146,13 @@ def _with_input(
             return Rejection(400, "chat_template_kwargs must be an object")
         return GenerationRequest(messages=messages, template_kwargs=kwargs, **common)
     prompt = body.get("prompt")
-    if isinstance(prompt, str) or _is_ids(prompt):
+    if isinstance(prompt, str) or is_token_ids(prompt):
         return GenerationRequest(prompt=prompt, **common)
-    return Rejection(400, "prompt: a string or a list of token ids is required")
+    if _is_batch(prompt):
+        return GenerationRequest(prompt=prompt, **common)
+    return Rejection(
+        400, "prompt: a string, a list of token ids, or a non-empty list of either is required"
+    )
 
 
 def _sampling(body: dict[str, Any]) -> Sampling | Rejection:
@@ -90,5 +170,10 @@ def _sampling(body: dict[str, Any]) -> Sampling | Rejection:
     )
 
 
-def _is_ids(value: Any) -> TypeGuard[list[int]]:
-    return isinstance(value, list) and bool(value) and all(isinstance(v, int) for v in value)
+def is_token_ids(value: Any) -> TypeGuard[list[int]]:
+    """A non-empty list of integers (booleans excluded)."""
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    )

@@ -55,6 +55,25 @@ class RequestPlan:
     malformed_after: int | None = None
     prompt_tokens_offset: int = 0
     faults: tuple[str, ...] = ()
+    # Per choice (n > 1, or a batch of prompts): lengths and finish reasons; the first
+    # is output_tokens / finish_reason. Empty means the one choice above.
+    lengths: tuple[int, ...] = ()
+    finish_reasons: tuple[str, ...] = ()
+
+    @property
+    def choice_lengths(self) -> tuple[int, ...]:
+        """Tokens of every choice."""
+        return self.lengths or (self.output_tokens,)
+
+    @property
+    def choice_finish_reasons(self) -> tuple[str, ...]:
+        """Finish reason of every choice."""
+        return self.finish_reasons or (self.finish_reason,)
+
+    @property
+    def ticks(self) -> int:
+        """Token steps the request takes: its longest choice (choices decode in lockstep)."""
+        return max(self.choice_lengths)
 
     @property
     def fault(self) -> str | None:
@@ -77,9 +96,13 @@ def output_length(sampling: Sampling, limit: int, rng: random.Random) -> int:
 
 
 def make_plan(
-    sampling: Sampling, limit: int, faults: FaultConfig, rng: random.Random
+    sampling: Sampling, limit: int, faults: FaultConfig, rng: random.Random, choices: int = 1
 ) -> RequestPlan:
-    """Decide length and faults; faults are drawn in a fixed order so seeds reproduce."""
+    """Decide length and faults; faults are drawn in a fixed order so seeds reproduce.
+
+    The lengths of further choices are drawn after everything else, so a one-choice
+    request is planned exactly as before they existed.
+    """
     n = output_length(sampling, limit, rng)
     top = sampling.max_tokens if sampling.max_tokens is not None else limit
     hit = [_draw(rng, rate) for rate in _rates(faults)]
@@ -94,12 +117,17 @@ def make_plan(
         names.append("malformed")
     if faults.prompt_tokens_offset:
         names.append("prompt_tokens_offset")
-    if faults.ignore_min_tokens and n > 1:
-        n = n // 2
+    lengths = [n] + [output_length(sampling, limit, rng) for _ in range(choices - 1)]
+    if faults.ignore_min_tokens and max(lengths) > 1:
+        lengths = [k // 2 if k > 1 else k for k in lengths]
         names.append("ignore_min_tokens")
+    reasons = ["length" if k >= top else "stop" for k in lengths]
+    n = lengths[0]
     return RequestPlan(
         output_tokens=n,
-        finish_reason="length" if n >= top else "stop",
+        finish_reason=reasons[0],
+        lengths=tuple(lengths) if choices > 1 else (),
+        finish_reasons=tuple(reasons) if choices > 1 else (),
         error_status=faults.error_status if hit[0] else None,
         stall_seconds=faults.stall_seconds if hit[1] else 0.0,
         drop_after=faults.drop_after_tokens if hit[2] else None,
@@ -111,7 +139,12 @@ def make_plan(
 
 def token_text(index: int, position: int) -> str:
     """The ``position``-th output token of request ``index``."""
-    return WORDS[(index + position) % len(WORDS)]
+    return WORDS[token_id(index, position)]
+
+
+def token_id(index: int, position: int) -> int:
+    """The id reported for that token: its index in ``WORDS`` (not a vocabulary id)."""
+    return (index + position) % len(WORDS)
 
 
 def _rates(faults: FaultConfig) -> tuple[float, float, float, float]:

@@ -42,6 +42,12 @@ def approximate_ids(text: str) -> list[int]:
     return ids or [0]
 
 
+def approximate_text(ids: Sequence[int]) -> str:
+    """The text behind pseudo ids (``approximate_ids`` undone; trailing NULs are lost)."""
+    data = b"".join(i.to_bytes(4, "little") for i in ids).rstrip(b"\0")
+    return data.decode("utf-8", errors="replace")
+
+
 def render_plain(messages: Sequence[Mapping[str, Any]]) -> str:
     """The tokenizer-free rendering of chat messages used by the approximation."""
     parts = [f"<|{m.get('role', '')}|>\n{m.get('content') or ''}\n" for m in messages]
@@ -89,6 +95,21 @@ class PromptTokenizer:
         if self._tokenizer is None:
             return tuple(approximate_ids(prompt))
         return tuple(int(i) for i in self._tokenizer.encode(prompt))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of ``ids`` (special tokens kept, as vLLM's /detokenize does)."""
+        if self._tokenizer is None:
+            return approximate_text(ids)
+        try:
+            return str(self._tokenizer.decode(list(ids)))
+        except (OverflowError, TypeError, ValueError, IndexError) as exc:
+            raise TokenizerError(f"cannot decode these token ids: {exc}") from exc
+
+    def token_strs(self, ids: Sequence[int]) -> list[str]:
+        """Each id's own token string."""
+        if self._tokenizer is None:
+            return [approximate_text([i]) for i in ids]
+        return [str(t) for t in self._tokenizer.convert_ids_to_tokens(list(ids))]
 
 
 def _load(tokenizer_dir: str) -> Any:

@@ -38,6 +38,8 @@ class Envelope:
     created: int
     model: str
     chat: bool
+    native: bool = False  # SGLang /generate events instead of OpenAI chunks
+    responses: bool = False  # /v1/responses events instead of chat chunks
 
     @property
     def chunk_object(self) -> str:
@@ -63,30 +65,41 @@ def _chunk(env: Envelope, choices: list[dict[str, Any]], usage: Usage | None = N
     return sse(payload)
 
 
-def role_chunk(env: Envelope) -> bytes:
-    """The first chat chunk: the assistant role and empty content."""
+def role_chunk(env: Envelope, index: int = 0, usage: Usage | None = None) -> bytes:
+    """The first chat chunk of a choice: the assistant role and empty content."""
     delta = {"role": "assistant", "content": ""}
-    return _chunk(env, [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}])
+    choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": None}
+    return _chunk(env, [choice], usage)
 
 
-def token_chunk(env: Envelope, text: str, finish_reason: str | None) -> bytes:
-    """One generated token; the last one carries the finish reason."""
+def token_chunk(
+    env: Envelope,
+    text: str,
+    finish_reason: str | None,
+    index: int = 0,
+    logprobs: dict[str, Any] | None = None,
+    usage: Usage | None = None,
+) -> bytes:
+    """One generated token of choice ``index``; its last one carries the finish reason.
+
+    ``usage`` is set on every chunk under ``stream_options.continuous_usage_stats``.
+    """
     if env.chat:
         choice = {
-            "index": 0,
+            "index": index,
             "delta": {"content": text},
-            "logprobs": None,
+            "logprobs": logprobs,
             "finish_reason": finish_reason,
         }
     else:
         choice = {
-            "index": 0,
+            "index": index,
             "text": text,
-            "logprobs": None,
+            "logprobs": logprobs,
             "finish_reason": finish_reason,
             "stop_reason": None,
         }
-    return _chunk(env, [choice])
+    return _chunk(env, [choice], usage)
 
 
 def usage_chunk(env: Envelope, usage: Usage) -> bytes:
@@ -94,36 +107,48 @@ def usage_chunk(env: Envelope, usage: Usage) -> bytes:
     return _chunk(env, [], usage)
 
 
-def full_body(env: Envelope, text: str, finish_reason: str, usage: Usage) -> dict[str, Any]:
-    """A non-streaming chat or text completion response."""
+@dataclass(frozen=True)
+class Choice:
+    """One finished choice of a non-streaming answer."""
+
+    index: int
+    text: str
+    finish_reason: str
+    logprobs: dict[str, Any] | None = None
+
+
+def _choice_body(env: Envelope, choice: Choice) -> dict[str, Any]:
     if env.chat:
-        choice: dict[str, Any] = {
-            "index": 0,
+        return {
+            "index": choice.index,
             "message": {
                 "role": "assistant",
-                "content": text,
+                "content": choice.text,
                 "reasoning_content": None,
                 "tool_calls": [],
             },
-            "logprobs": None,
-            "finish_reason": finish_reason,
+            "logprobs": choice.logprobs,
+            "finish_reason": choice.finish_reason,
             "stop_reason": None,
         }
-    else:
-        choice = {
-            "index": 0,
-            "text": text,
-            "logprobs": None,
-            "finish_reason": finish_reason,
-            "stop_reason": None,
-            "prompt_logprobs": None,
-        }
+    return {
+        "index": choice.index,
+        "text": choice.text,
+        "logprobs": choice.logprobs,
+        "finish_reason": choice.finish_reason,
+        "stop_reason": None,
+        "prompt_logprobs": None,
+    }
+
+
+def full_body(env: Envelope, choices: list[Choice], usage: Usage) -> dict[str, Any]:
+    """A non-streaming chat or text completion response."""
     return {
         "id": env.request_id,
         "object": "chat.completion" if env.chat else "text_completion",
         "created": env.created,
         "model": env.model,
-        "choices": [choice],
+        "choices": [_choice_body(env, c) for c in choices],
         "usage": usage.body(),
         "prompt_logprobs": None,
     }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from inferlab_bench.case.server_metrics import Scrape, comparison, family, parse_prometheus
 
 BEFORE = """# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed
@@ -39,3 +41,20 @@ def test_llamacpp_deltas_sit_beside_our_totals() -> None:
 
 def test_a_server_without_metrics_is_said_so() -> None:
     assert comparison(None, None, {"prompt_tokens": 1.0})["served"] is False
+
+
+def test_latency_means_come_from_histogram_deltas_beside_ours() -> None:
+    def text(count: int, total: float) -> str:
+        return (
+            f'vllm:time_to_first_token_seconds_count{{model_name="m"}} {count}\n'
+            f'vllm:time_to_first_token_seconds_sum{{model_name="m"}} {total}\n'
+            "vllm:prompt_tokens_total 0\n"
+        )
+
+    before = Scrape(1, parse_prometheus(text(2, 0.5)))
+    after = Scrape(2, parse_prometheus(text(6, 0.9)))  # 4 more, 0.4 s: a 100 ms mean
+    document = comparison(before, after, {"ttft_ms": 103.0, "request_latency_ms": 900.0})
+    (ttft,) = document["latencies"].values()
+    assert ttft["server_mean"] == pytest.approx(100.0) and ttft["server_count"] == 4
+    assert ttft["client_added"] == pytest.approx(3.0)
+    assert "request_latency_ms" not in document["latencies"]  # no e2e histogram scraped

@@ -227,6 +227,28 @@ def test_prompt_cache_read_ratio_is_reported(warm_vllm: Ran) -> None:
     assert 0.0 <= ratio <= 1.0 and ratio == pytest.approx(expected, abs=1e-6)
 
 
+def test_server_metrics_agree_with_our_records_over_the_profiling_phase(warm_vllm: Ran) -> None:
+    [path] = [a.path for a in warm_vllm.result.raw_artifacts if a.name == "server-metrics"]
+    metrics = orjson.loads(path.read_bytes())
+    # The simulator serves vLLM's counters; the window is the profiling phase alone (the
+    # plugin scraped at the reset), so every figure equals our sums over its records.
+    assert metrics["served"] is True and metrics["family"] == "vllm"
+    assert metrics["window"] == "profiling"
+    figures = metrics["figures"]
+    assert set(figures) == {"prompt_tokens", "output_tokens", "cached_prompt_tokens", "requests"}
+    for name, figure in figures.items():
+        assert figure["difference"] == 0, (name, figure)
+    truth = warm_vllm.requests_of("profiling")
+    assert figures["requests"]["server"] == len(truth) == REQUESTS
+    # The server's means are the truth's (stamped before each write), so what AIPerf adds
+    # on top can only be positive.
+    latencies = metrics["latencies"]
+    assert set(latencies) == {"ttft_ms", "request_latency_ms"}
+    ttft = statistics.mean(e["ttft_ns"] / 1e6 for e in truth)
+    assert latencies["ttft_ms"]["server_mean"] == pytest.approx(ttft, rel=1e-9)
+    assert all(v["client_added"] >= 0 and v["server_count"] == REQUESTS for v in latencies.values())
+
+
 @pytest.mark.parametrize(
     ("shape", "slo_ms", "ratio"),
     [

@@ -38,7 +38,7 @@ def test_rejections() -> None:
     assert isinstance(_parse({"messages": []}), Rejection)
     assert isinstance(_parse({"messages": [{"role": "user"}], "max_tokens": -1}), Rejection)
     assert isinstance(_parse({"messages": [{"role": "user"}], "max_tokens": True}), Rejection)
-    assert isinstance(_parse({"messages": [{"role": "user"}], "n": 2}), Rejection)
+    assert isinstance(_parse({"messages": [{"role": "user"}], "n": 0}), Rejection)
     assert isinstance(_parse({"prompt": 3}, chat=False), Rejection)
 
 
