@@ -92,6 +92,8 @@ def _run(
     tokenizer = _OnDemand(request.model.locator, kwargs, tokenizer_id)
     table, cache_hit, source_format = _token_table(key, acquired, request, tokenizer, progress)
     tokenized = time.monotonic()
+    made = tokenizer.made
+    saving = tokenstore.start_saving_backend(made, tokenizer_id) if made else _no_wait
     admitted = _census(table, source.output_tokens, census)
     chosen = select(request.seed, admitted, request.required_entries)
     if len(chosen) < request.required_entries:
@@ -103,6 +105,7 @@ def _run(
         tokencache.store_table(key, completed)  # the next preparation need not count these
     if tokenizer.made is not None:  # keep it, so the next run need not load transformers
         _verify_plans(table, tokenizer.made, acquired.path)
+        saving()
         tokenstore.save(tokenizer.made, tokenizer_id)
     entries = _entries(table, counted, source.output_tokens)
     manifest = _manifest(
@@ -123,6 +126,10 @@ def _run(
     manifest["tokenizer_loaded"] = tokenizer.loaded
     written = write_outputs(request.artifact_dir, entries, manifest)
     return _result(request, census, ClientStatus.SUCCEEDED, entries=entries, written=written)
+
+
+def _no_wait() -> None:
+    return None
 
 
 def _dataset_source(request: BenchDatasetPreparationRequest) -> DatasetSource:

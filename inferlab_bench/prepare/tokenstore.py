@@ -15,8 +15,10 @@ the real tokenizer, as before.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from collections.abc import Mapping
+import multiprocessing
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -62,10 +64,31 @@ def load(
     return ChatTokenizer.from_backend(locator, template_kwargs, backend, added, plans)
 
 
+def start_saving_backend(tok: ChatTokenizer, fingerprint: str) -> Callable[[], None]:
+    """Write ``tok``'s backend (once per fingerprint) in a forked child, so that the few
+    tenths of a second it takes overlap the rest of the run; returns the wait for it."""
+    if tok.transformers_tokenizer is None or backend_path(fingerprint).is_file():
+        return _nothing
+    child = multiprocessing.get_context("fork").Process(
+        target=_save_backend, args=(tok, fingerprint), daemon=True
+    )
+    child.start()
+    return child.join
+
+
+def _nothing() -> None:
+    return None
+
+
+def _save_backend(tok: ChatTokenizer, fingerprint: str) -> None:
+    with contextlib.suppress(OSError, InferlabError):  # not kept: a later run loads slowly
+        save_backend(tok.transformers_tokenizer, backend_path(fingerprint))
+
+
 def save(tok: ChatTokenizer, fingerprint: str) -> None:
     """Keep ``tok`` (loaded through transformers) for later runs: its backend once per
-    fingerprint, and its verified plans merged with those kept before. A failure to write
-    only costs a later run the slow load."""
+    fingerprint (unless ``start_saving_backend`` is doing it), and its verified plans merged
+    with those kept before. A failure to write only costs a later run the slow load."""
     real = tok.transformers_tokenizer
     if real is None:
         return
@@ -73,8 +96,8 @@ def save(tok: ChatTokenizer, fingerprint: str) -> None:
     plans = tok.plans
     try:
         path = backend_path(fingerprint)
-        if not path.is_file() and not save_backend(real, path):
-            return
+        if not path.is_file():
+            save_backend(real, path)
         before = _facts(fingerprint, kwargs) or {}
         off = bool(before.get("plans_off")) or plans is None or plans.off
         merged = {} if off else {tuple(p["shape"]): p for p in before.get("plans") or []}
