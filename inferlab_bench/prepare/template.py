@@ -314,8 +314,9 @@ def _encode_check(check: _Check) -> list[Any]:
 
 def _decode_check(data: Any) -> _Check:
     parts, op, args, kwargs, result = data
-    if not isinstance(op, str) or not (hasattr(str, op) or op in _REFLECTED):
-        raise ValueError(f"not a string operation: {op!r}")
+    public = isinstance(op, str) and not op.startswith("_") and callable(getattr(str, op, None))
+    if not (public or op in _LOGGED_DUNDERS):
+        raise ValueError(f"not an operation a probe logs: {op!r}")
     return _Check(
         tuple(_parts(parts)),
         op,

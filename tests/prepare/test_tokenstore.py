@@ -166,3 +166,22 @@ def _env() -> dict[str, str]:
     import os
 
     return {**os.environ, "PYTHONPATH": str(REPO), "TOKENIZERS_PARALLELISM": "false"}
+
+
+def test_kept_plans_keep_their_checks_and_refuse_foreign_operations() -> None:
+    from inferlab_bench.prepare.template import Plans
+
+    checks = [
+        [[0], "startswith", [{"tuple": ["x", "y"]}], [], False],
+        [[0], "__getitem__", [{"slice": [0, 2, None]}], [], "hi"],
+        [[0], "split", [], [["maxsplit", 1]], {"list": ["hi", "there"]}],
+    ]
+    plans = Plans.from_verified([{"shape": ["user"], "pieces": ["<", 0, ">"], "checks": checks}])
+    assert plans is not None
+    assert plans.verified_text([{"role": "user", "content": "hi there"}]) == "<hi there>"
+    assert plans.verified_text([{"role": "user", "content": "hi you"}]) is None  # split differs
+    assert plans.verified_text([{"role": "user", "content": "hi", "x": ""}]) is None
+    assert Plans.from_verified(plans.verified_plans()) is not None  # round trip
+    foreign = [[[0], "__reduce__", [], [], None]]
+    assert Plans.from_verified([{"shape": ["user"], "pieces": [0], "checks": foreign}]) is None
+    assert Plans.from_verified([{"shape": ["user"], "pieces": [[0]], "checks": []}]) is None
