@@ -96,7 +96,7 @@ def count_on_all_cores(
     count = workers or min(len(os.sched_getaffinity(0)), 8)
     if count <= 1 or sum(map(len, texts)) < _PARALLEL_CHARS:
         return tok.count_texts(texts)
-    tok.ready()
+    tok.learn_characters(texts)
     _SHARED.update(tok=tok, texts=texts, step=count)
     try:
         context = multiprocessing.get_context("fork")

@@ -180,6 +180,13 @@ class ChatTokenizer:
             self._check(texts, fast, counts)
         return counts
 
+    def learn_characters(self, texts: list[str]) -> None:
+        """Decide now which non-ASCII characters of ``texts`` may be counted by word (see
+        ``pretoken.WordCounter.learn_characters``); the counts do not change."""
+        self.ready()
+        if self._by_word is not None:
+            self._by_word.learn_characters(texts)
+
     def _word_count(self, text: str) -> int | None:
         split = self.split_segments(text)
         if split is None or self._by_word is None:
