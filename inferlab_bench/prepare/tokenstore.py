@@ -66,11 +66,15 @@ def load(
 
 def start_saving_backend(tok: ChatTokenizer, fingerprint: str) -> Callable[[], None]:
     """Write ``tok``'s backend (once per fingerprint) in a forked child, so that the few
-    tenths of a second it takes overlap the rest of the run; returns the wait for it."""
-    if tok.transformers_tokenizer is None or backend_path(fingerprint).is_file():
+    tenths of a second it takes overlap the rest of the run; returns the wait for it. Not
+    written when the template has no plans (``load`` would never use it). The child is not
+    a daemon: a run that fails before waiting still lets it finish at exit."""
+    plans = tok.plans
+    useless = plans is None or plans.off
+    if tok.transformers_tokenizer is None or useless or backend_path(fingerprint).is_file():
         return _nothing
     child = multiprocessing.get_context("fork").Process(
-        target=_save_backend, args=(tok, fingerprint), daemon=True
+        target=_save_backend, args=(tok, fingerprint)
     )
     child.start()
     return child.join
@@ -96,7 +100,7 @@ def save(tok: ChatTokenizer, fingerprint: str) -> None:
     plans = tok.plans
     try:
         path = backend_path(fingerprint)
-        if not path.is_file():
+        if not path.is_file() and plans is not None and not plans.off:
             save_backend(real, path)
         before = _facts(fingerprint, kwargs) or {}
         off = bool(before.get("plans_off")) or plans is None or plans.off
