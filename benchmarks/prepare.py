@@ -92,6 +92,7 @@ def _timed(command: list[str], env: dict[str, str], result: Path) -> dict[str, A
         facts = json.loads(manifest.read_text())
         figures["source_digest"] = facts.get("source_digest")
         figures["chosen_entries_counted_now"] = facts.get("chosen_entries_counted_now")
+        figures["tokenizer_loaded"] = facts.get("tokenizer_loaded")
     return figures
 
 

@@ -1,10 +1,21 @@
-"""The one place a tokenizer is loaded: a local directory, through AutoTokenizer, never online."""
+"""The one place a tokenizer is loaded: a local directory, through AutoTokenizer, never online.
+
+AutoTokenizer may rebuild the backend that ``tokenizer.json`` describes (transformers 5 does
+for Qwen2: other ByteLevel flags), so a shortcut that reads ``tokenizer.json`` with the
+tokenizers library alone would not be the same tokenizer. What may skip transformers is
+the backend AutoTokenizer built, serialized by the tokenizers library itself
+(``save_backend``) and read back (``load_backend``): the same normalizer, pre-tokenizer,
+model and added tokens, so the same ids for every text
+(``tests/prepare/test_tokenstore.py`` compares them with AutoTokenizer's on real ShareGPT
+and adversarial text for every tokenizer the preparation tests use).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from inferlab_bench.atomic import write_bytes_atomic
 from inferlab_bench.errors import TokenizerError
 
 
@@ -37,3 +48,24 @@ def load_tokenizer(locator: str, *, field: str = "model.locator") -> Any:
             f"{field} {locator}: cannot load a tokenizer from its files ({exc})",
             hint="point it at a directory with tokenizer.json / tokenizer_config.json",
         ) from exc
+
+
+def save_backend(tok: Any, path: Path) -> bool:
+    """Write ``tok``'s fast backend, as the tokenizers library serializes it, to ``path``
+    (atomically); False when it has none."""
+    backend = getattr(tok, "backend_tokenizer", None)
+    if backend is None:
+        return False
+    write_bytes_atomic(path, backend.to_str().encode())
+    return True
+
+
+def load_backend(path: Path) -> Any | None:
+    """The backend ``save_backend`` wrote, without transformers; None if it is absent or
+    unreadable (the caller then loads the tokenizer through AutoTokenizer)."""
+    from tokenizers import Tokenizer
+
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception:  # a missing, cut or foreign file: the exact path will load it
+        return None

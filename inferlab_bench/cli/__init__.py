@@ -3,54 +3,51 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 # transformers' "PyTorch was not found" advice is noise here (we only use tokenizers); set
 # before anything imports transformers, and inherited by AIPerf's subprocess.
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 from inferlab_bench import __version__
-from inferlab_bench.cli import (
-    capacity,
-    case,
-    compare,
-    dataset,
-    demo,
-    handshake,
-    prepare,
-    report,
-    run,
-    simulate,
-    sweep,
-)
 from inferlab_bench.cli.flags import FlagParser
 
 COMMANDS = (
-    handshake,
-    prepare,
-    case,
-    run,
-    sweep,
-    capacity,
-    report,
-    compare,
-    demo,
-    dataset,
-    simulate,
+    "handshake",
+    "prepare",
+    "case",
+    "run",
+    "sweep",
+    "capacity",
+    "report",
+    "compare",
+    "demo",
+    "dataset",
+    "simulate",
 )
+"""Subcommand names; each is the module ``inferlab_bench.cli.<name>``, imported only when
+the parser needs it (the case stage alone imports AIPerf's models, scipy, ...: about a
+second that ``prepare`` would otherwise pay)."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _command(name: str) -> ModuleType:
+    return importlib.import_module(f"inferlab_bench.cli.{name}")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or, with ``only``, just that subcommand (same flags)."""
     parser = FlagParser(
         prog="inferlab-bench",
         description="Exact, reproducible benchmarks of LLM inference servers, driven by AIPerf.",
     )
     parser.add_argument("--version", action="version", version=f"inferlab-bench {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in COMMANDS:
-        module.register(sub)
+    for name in COMMANDS if only is None else (only,):
+        _command(name).register(sub)
     return parser
 
 
@@ -74,7 +71,8 @@ def translate_legacy(argv: Sequence[str]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = translate_legacy(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    named = args_list[0] if args_list and args_list[0] in COMMANDS else None
+    parser = build_parser(only=named)
     args = parser.parse_args(args_list)
     if getattr(args, "handler", None) is None:
         parser.print_help(sys.stderr)

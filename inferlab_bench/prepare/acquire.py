@@ -10,7 +10,6 @@ from inferlab_bench.errors import DigestMismatchError
 from inferlab_bench.prepare.cache import cached_path
 from inferlab_bench.prepare.catalog import CatalogEntry
 from inferlab_bench.prepare.digest import verify
-from inferlab_bench.prepare.download import download_verified
 from inferlab_bench.prepare.stamp import file_digest
 from inferlab_bench.progress import NULL_PROGRESS, ProgressSink
 
@@ -53,6 +52,9 @@ def acquire(
                 )
             # A corrupt cache entry must not be used, and must not block a fresh download.
             path.unlink(missing_ok=True)
+    # httpx (a tenth of a second to import) only when there is something to download.
+    from inferlab_bench.prepare.download import download_verified
+
     downloaded = download_verified(entry.url, entry.sha256, cached_path(entry.sha256), progress)
     verify("downloaded file", entry.sha256, downloaded.sha256)
     return Acquired(downloaded.path, downloaded.sha256, "download")

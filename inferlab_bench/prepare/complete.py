@@ -9,8 +9,11 @@ rather than freezing a population the census does not describe.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import multiprocessing
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -38,23 +41,83 @@ class Chosen:
         return UNCOUNTED not in (self.input_tokens, self.target_tokens)
 
 
+class Tokenizers(Protocol):
+    """Where counts come from: the real tokenizer (made on demand), or the one kept by
+    ``tokenstore`` (None when there is none)."""
+
+    def __call__(self) -> ChatTokenizer: ...
+
+    def kept(self) -> ChatTokenizer | None: ...
+
+
 def complete_counts(
     chosen: Sequence[Chosen],
-    tokenizer: Callable[[], ChatTokenizer],
+    tokenizers: Tokenizers,
     max_input: int,
 ) -> list[Chosen]:
-    """``chosen`` with every count exact; the tokenizer is only made if one is missing."""
+    """``chosen`` with every count exact; a tokenizer is only made if one is missing, and
+    the real one only if the kept one cannot render every input from a verified plan."""
     missing = [c for c in chosen if not c.complete]
     if not missing:
         return list(chosen)
-    tok = tokenizer()
-    inputs = tok.count_texts([tok.render(c.conversation.chat(c.end)) for c in missing])
-    targets = tok.count_texts([c.conversation.messages[c.end][1] for c in missing])
+    tok, texts = _rendered(tokenizers, [c.conversation.chat(c.end) for c in missing])
+    counts = count_on_all_cores(tok, texts + [c.conversation.messages[c.end][1] for c in missing])
+    inputs, targets = counts[: len(missing)], counts[len(missing) :]
     counted = {}
     for c, n_input, n_target in zip(missing, inputs, targets, strict=True):
         _check(c, n_input, n_target, max_input)
         counted[c.position] = Chosen(c.position, c.conversation, c.end, n_input, n_target)
     return [counted.get(c.position, c) for c in chosen]
+
+
+def _rendered(
+    tokenizers: Tokenizers, chats: list[list[dict[str, str]]]
+) -> tuple[ChatTokenizer, list[str]]:
+    kept = tokenizers.kept()
+    if kept is not None:
+        texts = [kept.planned(chat) for chat in chats]
+        if all(text is not None for text in texts):
+            return kept, [text for text in texts if text is not None]
+    tok = tokenizers()
+    return tok, [tok.render(chat) for chat in chats]
+
+
+_PARALLEL_CHARS = 200_000
+"""Below this many characters a fork costs more than it saves."""
+_SHARED: dict[str, Any] = {}
+
+
+def count_on_all_cores(
+    tok: ChatTokenizer, texts: list[str], workers: int | None = None
+) -> list[int]:
+    """``tok.count_texts(texts)``, spread over the cores: forked children inherit the loaded
+    tokenizer and count every n-th text while this process counts the rest (each process
+    runs ``count_texts``'s own check on its first texts)."""
+    count = workers or min(len(os.sched_getaffinity(0)), 8)
+    if count <= 1 or sum(map(len, texts)) < _PARALLEL_CHARS:
+        return tok.count_texts(texts)
+    tok.learn_characters(texts)
+    _SHARED.update(tok=tok, texts=texts, step=count)
+    try:
+        context = multiprocessing.get_context("fork")
+        with context.Pool(count - 1, initializer=_quiet_tokenizers) as pool:
+            pending = pool.map_async(_count_share, range(1, count))
+            shares = [tok.count_texts(texts[0::count]), *pending.get()]
+    finally:
+        _SHARED.clear()
+    counts = [0] * len(texts)
+    for k, share in enumerate(shares):
+        counts[k::count] = share
+    return counts
+
+
+def _quiet_tokenizers() -> None:
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+
+
+def _count_share(k: int) -> list[int]:
+    tok: ChatTokenizer = _SHARED["tok"]
+    return tok.count_texts(_SHARED["texts"][k :: _SHARED["step"]])
 
 
 def _check(c: Chosen, n_input: int, n_target: int, max_input: int) -> None:

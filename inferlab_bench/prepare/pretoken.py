@@ -82,6 +82,16 @@ class WordCounter:
         # none (tests/prepare/test_pretoken.py checks the pieces join back to the text).
         return sum(map(self._words.__getitem__, self._split(segment)))
 
+    def learn_characters(self, texts: list[str]) -> None:
+        """Probe every non-ASCII character of ``texts`` now (before forking, so that the
+        workers share the verdicts instead of each probing the same characters)."""
+        found: set[str] = set()
+        for text in texts:
+            if not text.isascii():
+                found.update(_NON_ASCII.findall(text))
+        for char in found.difference(self._chars):
+            self._chars[char] = self._mirrored(char)
+
     def _all_mirrored(self, segment: str) -> bool:
         chars = self._chars
         for char in set(_NON_ASCII.findall(segment)):

@@ -18,7 +18,7 @@ from inferlab_bench.errors import (
     InsufficientEntriesError,
     RequestError,
 )
-from inferlab_bench.prepare import tokencache
+from inferlab_bench.prepare import tokencache, tokenstore
 from inferlab_bench.prepare.acquire import Acquired, acquire
 from inferlab_bench.prepare.catalog import check_request_catalog, load_entry
 from inferlab_bench.prepare.complete import Chosen, complete_counts, with_counts
@@ -32,7 +32,7 @@ from inferlab_bench.prepare.materialize import (
 )
 from inferlab_bench.prepare.select import select
 from inferlab_bench.prepare.sharegpt import read_records, read_spans
-from inferlab_bench.prepare.table import build_table, int_column, take_rows
+from inferlab_bench.prepare.table import build_table, int_column
 from inferlab_bench.prepare.tokenize import ChatTokenizer, fingerprint
 from inferlab_bench.prepare.write import Entry, remove_stale, write_outputs
 from inferlab_bench.progress import NULL_PROGRESS, ProgressSink
@@ -89,9 +89,11 @@ def _run(
     kwargs = _template_kwargs(request)
     tokenizer_id = fingerprint(request.model.locator)
     key = tokencache.table_key(acquired.sha256, tokenizer_id, source.max_input_tokens, kwargs)
-    tokenizer = _OnDemand(request.model.locator, kwargs)
+    tokenizer = _OnDemand(request.model.locator, kwargs, tokenizer_id)
     table, cache_hit, source_format = _token_table(key, acquired, request, tokenizer, progress)
     tokenized = time.monotonic()
+    made = tokenizer.made
+    saving = tokenstore.start_saving_backend(made, tokenizer_id) if made else _no_wait
     admitted = _census(table, source.output_tokens, census)
     chosen = select(request.seed, admitted, request.required_entries)
     if len(chosen) < request.required_entries:
@@ -101,6 +103,10 @@ def _run(
     completed = with_counts(table, counted)
     if completed is not None:
         tokencache.store_table(key, completed)  # the next preparation need not count these
+    if tokenizer.made is not None:  # keep it, so the next run need not load transformers
+        _verify_plans(table, tokenizer.made, acquired.path)
+        saving()
+        tokenstore.save(tokenizer.made, tokenizer_id)
     entries = _entries(table, counted, source.output_tokens)
     manifest = _manifest(
         request,
@@ -117,8 +123,13 @@ def _run(
     manifest["chosen_entries_counted_now"] = sum(
         a is not b for a, b in zip(rows, counted, strict=True)
     )
+    manifest["tokenizer_loaded"] = tokenizer.loaded
     written = write_outputs(request.artifact_dir, entries, manifest)
     return _result(request, census, ClientStatus.SUCCEEDED, entries=entries, written=written)
+
+
+def _no_wait() -> None:
+    return None
 
 
 def _dataset_source(request: BenchDatasetPreparationRequest) -> DatasetSource:
@@ -141,16 +152,38 @@ def _template_kwargs(request: BenchDatasetPreparationRequest) -> dict[str, Any]:
 
 class _OnDemand:
     """The tokenizer, made on first use (a warm preparation whose chosen entries are all
-    counted never loads it)."""
+    counted never loads it), and the one ``tokenstore`` kept, read on first ask."""
 
-    def __init__(self, locator: str, kwargs: dict[str, Any]) -> None:
+    def __init__(self, locator: str, kwargs: dict[str, Any], fingerprint: str) -> None:
         self._args = (locator, kwargs)
+        self._fingerprint = fingerprint
         self._tok: ChatTokenizer | None = None
+        self._kept: list[ChatTokenizer | None] = []
 
     def __call__(self) -> ChatTokenizer:
         if self._tok is None:
             self._tok = ChatTokenizer(*self._args)
         return self._tok
+
+    def kept(self) -> ChatTokenizer | None:
+        if self._tok is not None:
+            return self._tok  # the real one is at hand: it counts the same
+        if not self._kept:
+            self._kept.append(tokenstore.load(*self._args, self._fingerprint))
+        return self._kept[0]
+
+    @property
+    def made(self) -> ChatTokenizer | None:
+        """The real tokenizer, if this run loaded it."""
+        return self._tok
+
+    @property
+    def loaded(self) -> str:
+        """For the manifest: "transformers" (the real tokenizer), "kept" (``tokenstore``'s,
+        without transformers) or "none"."""
+        if self._tok is not None:
+            return "transformers"
+        return "kept" if self._kept and self._kept[0] is not None else "none"
 
 
 def _token_table(
@@ -193,18 +226,39 @@ def _census(table: pa.Table, fixed_output: int | None, census: _Census) -> list[
 
 
 def _chosen_rows(table: pa.Table, chosen: list[int], source: Path) -> list[Chosen]:
-    """The chosen rows, their conversations read back from the verified source."""
-    rows = take_rows(table, chosen)  # table rows are in index order
-    records = read_spans(source, [(row["record_start"], row["record_stop"]) for row in rows])
+    """The chosen rows, their conversations read back from the verified source (table
+    rows are in index order; columns are read from their buffers, see ``int_column``)."""
+    at = np.asarray(chosen, dtype=np.int64)
+    columns = ("index", "end", "input_tokens", "target_tokens", "record_start", "record_stop")
+    index, end, inputs, targets, starts, stops = (
+        int_column(table, name)[at].tolist() for name in columns
+    )
+    records = read_spans(source, list(zip(starts, stops, strict=True)))
     found = []
-    for position, row, record in zip(chosen, rows, records, strict=True):
-        conversation = parse_conversation(row["index"], record)
+    for k, (position, record) in enumerate(zip(chosen, records, strict=True)):
+        conversation = parse_conversation(index[k], record)
         if not isinstance(conversation, Conversation):
-            raise DatasetError(f"{source}: record {row['index']} changed since it was tokenized")
-        found.append(
-            Chosen(position, conversation, row["end"], row["input_tokens"], row["target_tokens"])
-        )
+            raise DatasetError(f"{source}: record {index[k]} changed since it was tokenized")
+        found.append(Chosen(position, conversation, end[k], inputs[k], targets[k]))
     return found
+
+
+def _verify_plans(table: pa.Table, tok: ChatTokenizer, source: Path) -> None:
+    """Render one admitted conversation of each input length through ``tok``: its first
+    render of a shape checks the shape's plan against a real render, so that the kept
+    plans cover every admitted entry a later selection may choose."""
+    starts = int_column(table, "record_start")
+    ends = int_column(table, "end")
+    admitted = np.flatnonzero(starts >= 0)
+    _, first = np.unique(ends[admitted], return_index=True)
+    positions = admitted[first]
+    stops = int_column(table, "record_stop")
+    indices = int_column(table, "index")
+    spans = [(int(starts[p]), int(stops[p])) for p in positions]
+    for position, record in zip(positions, read_spans(source, spans), strict=True):
+        conversation = parse_conversation(int(indices[position]), record)
+        if isinstance(conversation, Conversation):
+            tok.render(conversation.chat(int(ends[position])))
 
 
 def _entries(table: pa.Table, chosen: list[Chosen], fixed_output: int | None) -> list[Entry]:

@@ -159,6 +159,7 @@ def _evaluate_all(
             yield _evaluate_span(records, tok, max_input, span)
         return
     tok.ready()
+    tok.make_bounds()
     _WORKER.update(records=records, tok=tok, max_input=max_input)
     context = multiprocessing.get_context("fork")
     try:

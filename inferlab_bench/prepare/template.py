@@ -8,6 +8,10 @@ conversation whose contents answer every logged question the same way gets the s
 literals around its own contents. Stand-ins that come out altered (escaped, cut, changed)
 mean no plan for that shape; ``ChatTokenizer.render`` checks each plan's first use against
 a real render and turns plans off for good at the first difference.
+
+Verified plans are kept (``verified_plans`` / ``from_verified``, as tagged JSON) beside the
+cached tokenizer, keyed by its fingerprint and the template kwargs, so that a later
+preparation renders the entries it chose without transformers (``tokenstore``).
 """
 
 from __future__ import annotations
@@ -179,7 +183,7 @@ class Plans:
     difference turns plans off for good.
     """
 
-    def __init__(self, template: Any, variables: dict[str, Any]) -> None:
+    def __init__(self, template: Any | None, variables: dict[str, Any]) -> None:
         self._template = template
         self._variables = variables
         self._plans: dict[tuple[str, ...], _Plan | None] = {}
@@ -197,11 +201,63 @@ class Plans:
             return None
         return cls(template, variables)
 
+    @classmethod
+    def from_verified(cls, data: Any) -> Plans | None:
+        """Plans that ``verified_plans`` wrote; they make no new plans (no template), so a
+        shape they lack is rendered for real. None if ``data`` is not what it wrote."""
+        plans = cls(None, {})
+        try:
+            for item in data:
+                shape = tuple(str(role) for role in item["shape"])
+                plans._plans[shape] = _Plan(
+                    tuple(_parts(item["pieces"])), tuple(_decode_check(c) for c in item["checks"])
+                )
+                plans._verified.add(shape)
+        except (KeyError, TypeError, ValueError):
+            return None
+        return plans
+
+    def verified_plans(self) -> list[dict[str, Any]]:
+        """Every plan checked against a real render, as JSON values (none once off; a plan
+        whose checks hold values JSON cannot tag is left out)."""
+        if self._off:
+            return []
+        out = []
+        for shape in sorted(self._verified):
+            plan = self._plans.get(shape)
+            if plan is None:
+                continue
+            try:
+                checks = [_encode_check(check) for check in plan.checks]
+            except _Unencodable:
+                continue
+            out.append({"shape": list(shape), "pieces": list(plan.pieces), "checks": checks})
+        return out
+
+    def has_plan(self, messages: Sequence[Mapping[str, str]]) -> bool:
+        """Whether ``text`` gives ``messages`` from a verified plan (no real render)."""
+        shape = tuple(m["role"] for m in messages)
+        return not self._off and shape in self._verified and self._plans.get(shape) is not None
+
+    def verified_text(self, messages: Sequence[Mapping[str, str]]) -> str | None:
+        """``messages`` rendered by a plan already checked against a real render, or None."""
+        if not self.has_plan(messages):
+            return None
+        plan = self._plans[tuple(m["role"] for m in messages)]
+        contents = [m["content"] for m in messages]
+        return plan.text(contents) if plan is not None and plan.applies(contents) else None
+
+    @property
+    def off(self) -> bool:
+        return self._off
+
     def text(self, messages: Sequence[Mapping[str, str]]) -> str | None:
         if self._off:
             return None
         shape = tuple(m["role"] for m in messages)
         if shape not in self._plans:
+            if self._template is None:
+                return None  # kept plans only: no new ones
             self._plans[shape] = self._plan(shape)
         plan = self._plans[shape]
         contents = [m["content"] for m in messages]
@@ -215,6 +271,8 @@ class Plans:
         self._off = self._off or not same
 
     def _plan(self, shape: tuple[str, ...]) -> _Plan | None:
+        if self._template is None:
+            return None
         log: list[_Check] = []
         probes = [_Probe.make(_sentinel(i), (i,), log) for i in range(len(shape))]
         messages = [{"role": r, "content": p} for r, p in zip(shape, probes, strict=True)]
@@ -235,3 +293,65 @@ class Plans:
         if any("\x1e" in p or "\x1f" in p or _MARK.lower() in p.lower() for p in literals):
             return None  # a probe came out altered
         return _Plan(tuple(p for p in pieces if p != ""), tuple(log))
+
+
+class _Unencodable(Exception):
+    """A logged value that tagged JSON does not hold (the plan is then not kept)."""
+
+
+def _parts(values: Any) -> list[_Part]:
+    parts = list(values)
+    if not all(type(p) in (str, int) for p in parts):
+        raise ValueError("plan parts are literals and message indices")
+    return parts
+
+
+def _encode_check(check: _Check) -> list[Any]:
+    kwargs = [[name, _encode(value)] for name, value in check.kwargs]
+    args = [_encode(a) for a in check.args]
+    return [list(check.parts), check.op, args, kwargs, _encode(check.result)]
+
+
+def _decode_check(data: Any) -> _Check:
+    parts, op, args, kwargs, result = data
+    public = isinstance(op, str) and not op.startswith("_") and callable(getattr(str, op, None))
+    if not (public or op in _LOGGED_DUNDERS):
+        raise ValueError(f"not an operation a probe logs: {op!r}")
+    return _Check(
+        tuple(_parts(parts)),
+        op,
+        tuple(_decode(a) for a in args),
+        tuple((str(name), _decode(value)) for name, value in kwargs),
+        _decode(result),
+    )
+
+
+def _encode(value: Any) -> Any:
+    """Tagged JSON: scalars as themselves, containers as one-key objects (the type matters:
+    a check compares the answer's type too)."""
+    if value is None or type(value) in (bool, int, float, str):
+        return value
+    if isinstance(value, _Ref):
+        return {"ref": list(value.parts)}
+    if type(value) in (list, tuple):
+        return {type(value).__name__: [_encode(v) for v in value]}
+    if type(value) is slice:
+        return {"slice": [_encode(value.start), _encode(value.stop), _encode(value.step)]}
+    raise _Unencodable(type(value).__name__)
+
+
+def _decode(data: Any) -> Any:
+    if not isinstance(data, dict):
+        if data is None or type(data) in (bool, int, float, str):
+            return data
+        raise ValueError(f"not a tagged value: {data!r}")
+    ((tag, inner),) = data.items()
+    decoders: dict[str, Callable[[Any], Any]] = {
+        "ref": lambda v: _Ref(tuple(_parts(v))),
+        "list": lambda v: [_decode(x) for x in v],
+        "tuple": lambda v: tuple(_decode(x) for x in v),
+        "slice": lambda v: slice(*(_decode(x) for x in v)),
+    }
+    if tag not in decoders:
+        raise ValueError(f"unknown tag {tag!r}")
+    return decoders[tag](inner)

@@ -38,6 +38,8 @@ class ChatTokenizer:
     _backend: Any
     _splitter: re.Pattern[str] | None
     _bound: SegmentBound | None
+    _bound_made: bool
+    _added: list[str] | None
     _encode: Any
     _plans: Plans | None
     _by_word: WordCounter | None
@@ -51,21 +53,82 @@ class ChatTokenizer:
         self.template_kwargs = dict(template_kwargs or {})
         self._loading: _Background | None = _Background(lambda: _load(locator))
 
+    @classmethod
+    def from_backend(
+        cls,
+        locator: str,
+        template_kwargs: Mapping[str, Any] | None,
+        backend: Any,
+        added: list[str] | None,
+        plans: Plans | None,
+    ) -> ChatTokenizer:
+        """A tokenizer kept by ``tokenstore``: AutoTokenizer's backend read back without
+        transformers, its added tokens as they were judged, and verified template plans.
+        It counts like the one it was kept from; it renders only what a verified plan
+        covers (``planned``), and ``render`` refuses anything else."""
+        self = cls.__new__(cls)
+        self.locator = locator
+        self.template_kwargs = dict(template_kwargs or {})
+        self._loading = None
+        self._install(None, backend, added, plans)
+        return self
+
     def ready(self) -> None:
         """Wait for the load. Call before forking, so that children inherit a loaded
         tokenizer and no thread in the middle of an import."""
         if self._loading is None:
             return
         loading, self._loading = self._loading, None
-        self._tok = loading.result()
-        self._backend = getattr(self._tok, "backend_tokenizer", None)
-        added = _plain_added_tokens(self._tok, self._backend)
+        tok = loading.result()
+        backend = getattr(tok, "backend_tokenizer", None)
+        added = _plain_added_tokens(tok, backend)
+        self._install(tok, backend, added, Plans.for_tokenizer(tok, self.template_kwargs))
+
+    def _install(self, tok: Any, backend: Any, added: list[str] | None, plans: Any) -> None:
+        self._tok = tok
+        self._backend = backend
+        self._added = added
         self._splitter = None if added is None else _splitter(added)
-        self._bound = None if added is None else SegmentBound.for_backend(self._backend, added)
-        self._encode = _batch_encoder(self._backend)
-        self._by_word = None if added is None else WordCounter.for_backend(self._backend)
+        self._bound, self._bound_made = None, False  # counting alone never needs it
+        self._encode = _batch_encoder(backend)
+        self._by_word = None if added is None else WordCounter.for_backend(backend)
         self._checked = 0
-        self._plans = Plans.for_tokenizer(self._tok, self.template_kwargs)
+        self._plans = plans
+
+    @property
+    def transformers_tokenizer(self) -> Any | None:
+        """The AutoTokenizer this was loaded through (None when kept by ``tokenstore``)."""
+        self.ready()
+        return self._tok
+
+    @property
+    def added_tokens(self) -> list[str] | None:
+        """The added tokens cut out verbatim (see ``split_segments``), or None."""
+        self.ready()
+        return self._added
+
+    @property
+    def plans(self) -> Plans | None:
+        self.ready()
+        return self._plans
+
+    def make_bounds(self) -> None:
+        """Prepare the segment bounds now (before forking, so workers inherit them; made
+        on first use otherwise: a warm preparation that only counts never needs them)."""
+        self.ready()
+        self._segment_bound()
+
+    def _segment_bound(self) -> SegmentBound | None:
+        if not self._bound_made:
+            added = self._added
+            self._bound = None if added is None else SegmentBound.for_backend(self._backend, added)
+            self._bound_made = True
+        return self._bound
+
+    def planned(self, messages: Sequence[Mapping[str, str]]) -> str | None:
+        """``messages`` rendered from a plan verified earlier, or None (no real render)."""
+        self.ready()
+        return None if self._plans is None else self._plans.verified_text(messages)
 
     def render(self, messages: Sequence[Mapping[str, str]]) -> str:
         """The chat template applied to ``messages``, as ``apply_chat_template`` gives it.
@@ -86,6 +149,11 @@ class ChatTokenizer:
         return text
 
     def _render(self, messages: Sequence[Mapping[str, str]]) -> str:
+        if self._tok is None:
+            raise TokenizerError(
+                f"{self.locator}: no verified template plan for {len(messages)} messages "
+                "in the kept tokenizer (a bug: the caller must load the real one)"
+            )
         try:
             text = self._tok.apply_chat_template(
                 list(messages), add_generation_prompt=True, tokenize=False, **self.template_kwargs
@@ -111,6 +179,13 @@ class ChatTokenizer:
         if self._checked < pretoken.CHECKED:
             self._check(texts, fast, counts)
         return counts
+
+    def learn_characters(self, texts: list[str]) -> None:
+        """Decide now which non-ASCII characters of ``texts`` may be counted by word (see
+        ``pretoken.WordCounter.learn_characters``); the counts do not change."""
+        self.ready()
+        if self._by_word is not None:
+            self._by_word.learn_characters(texts)
 
     def _word_count(self, text: str) -> int | None:
         split = self.split_segments(text)
@@ -148,7 +223,8 @@ class ChatTokenizer:
     def upper_bound(self, segment: str) -> int | None:
         """A number never below the segment's count; None when no bound is proved."""
         self.ready()
-        return None if self._bound is None else self._bound.at_most(segment)
+        bound = self._segment_bound()
+        return None if bound is None else bound.at_most(segment)
 
     def target_at_least(self, text: str) -> int:
         """A number never above ``text``'s count (encoded without special tokens); 0 when
@@ -156,19 +232,18 @@ class ChatTokenizer:
         (``bounds``), so most targets are proved to have two without being encoded."""
         self.ready()
         split = self.split_segments(text)
-        if self._bound is None or split is None:
+        bound = self._segment_bound()
+        if bound is None or split is None:
             return 0
         segments, added = split
-        bound = self._bound
         return added + sum(bound.at_least(segment) for segment in segments)
 
     def lower_bound(self, segment: str, room: int) -> int:
         """A number never above the segment's count; 0 when no bound is provable or when
         the bound could not exceed ``room`` anyway (then it is not worth computing)."""
         self.ready()
-        if self._bound is None:
-            return 0
-        return self._bound.of(segment, room)
+        bound = self._segment_bound()
+        return 0 if bound is None else bound.of(segment, room)
 
     def split_segments(self, text: str) -> tuple[list[str], int] | None:
         """Cut ``text`` at added tokens the way the tokenizer does: (segments, #added tokens).

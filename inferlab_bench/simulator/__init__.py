@@ -1,7 +1,13 @@
 """A simulated OpenAI-compatible inference server with ground truth and faults."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from inferlab_bench.simulator.config import FaultConfig, LatencyConfig, SimulatorConfig
-from inferlab_bench.simulator.server import RunningSimulator, running_simulator
+
+if TYPE_CHECKING:
+    from inferlab_bench.simulator.server import RunningSimulator, running_simulator
 
 __all__ = [
     "FaultConfig",
@@ -10,3 +16,13 @@ __all__ = [
     "SimulatorConfig",
     "running_simulator",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The server (HTTP stack) is imported on first use: reading a configuration, as every
+    command's flags do, should not pay for it."""
+    if name in ("RunningSimulator", "running_simulator"):
+        from inferlab_bench.simulator import server
+
+        return getattr(server, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,140 @@
+"""The tokenizer kept for warm preparations: AutoTokenizer's backend, added tokens and plans.
+
+A warm preparation with another seed or size counts the newly chosen entries that lack
+counts. Loading them through transformers costs more than a second (its import and
+AutoTokenizer), the rest of the run about half that. So whenever the real tokenizer was
+loaded, its backend is written as the tokenizers library serializes it (keyed by the
+tokenizer fingerprint, which covers its files and the transformers and tokenizers
+versions), with the facts ``ChatTokenizer`` judged from the transformers side (which added
+tokens are cut out verbatim) and every template plan verified against a real render
+(keyed by fingerprint and template kwargs). A later run reads them back with the
+tokenizers library alone (``tokenizer.load_backend``) and uses them only when every entry
+it must count renders from a verified plan; anything missing, unreadable or foreign means
+the real tokenizer, as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import multiprocessing
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from inferlab_bench.atomic import write_bytes_atomic
+from inferlab_bench.errors import InferlabError
+from inferlab_bench.prepare.cache import cache_home
+from inferlab_bench.prepare.template import Plans
+from inferlab_bench.prepare.tokenize import ChatTokenizer
+from inferlab_bench.tokenizer import load_backend, save_backend
+
+STORE_VERSION = 1
+
+
+def _directory() -> Path:
+    return cache_home() / "tokenizers"
+
+
+def backend_path(fingerprint: str) -> Path:
+    return _directory() / f"{fingerprint}.backend.json"
+
+
+def facts_path(fingerprint: str, template_kwargs: Mapping[str, Any]) -> Path:
+    key = orjson.dumps([fingerprint, dict(template_kwargs)], option=orjson.OPT_SORT_KEYS)
+    return _directory() / f"{hashlib.sha256(key).hexdigest()}.facts.json"
+
+
+def load(
+    locator: str, template_kwargs: Mapping[str, Any], fingerprint: str
+) -> ChatTokenizer | None:
+    """The kept tokenizer, or None when there is none for these keys (or it is damaged)."""
+    facts = _facts(fingerprint, template_kwargs)
+    if facts is None or facts.get("plans_off"):
+        return None
+    plans = Plans.from_verified(facts.get("plans"))
+    added = facts.get("added")
+    if plans is None or not (added is None or _strings(added)):
+        return None
+    backend = load_backend(backend_path(fingerprint))
+    if backend is None:
+        return None
+    return ChatTokenizer.from_backend(locator, template_kwargs, backend, added, plans)
+
+
+def start_saving_backend(tok: ChatTokenizer, fingerprint: str) -> Callable[[], None]:
+    """Write ``tok``'s backend (once per fingerprint) in a forked child, so that the few
+    tenths of a second it takes overlap the rest of the run; returns the wait for it. Not
+    written when the template has no plans (``load`` would never use it). The child is not
+    a daemon: a run that fails before waiting still lets it finish at exit."""
+    plans = tok.plans
+    useless = plans is None or plans.off
+    if tok.transformers_tokenizer is None or useless or backend_path(fingerprint).is_file():
+        return _nothing
+    child = multiprocessing.get_context("fork").Process(
+        target=_save_backend, args=(tok, fingerprint)
+    )
+    child.start()
+    return child.join
+
+
+def _nothing() -> None:
+    return None
+
+
+def _save_backend(tok: ChatTokenizer, fingerprint: str) -> None:
+    with contextlib.suppress(OSError, InferlabError):  # not kept: a later run loads slowly
+        save_backend(tok.transformers_tokenizer, backend_path(fingerprint))
+
+
+def save(tok: ChatTokenizer, fingerprint: str) -> None:
+    """Keep ``tok`` (loaded through transformers) for later runs: its backend once per
+    fingerprint (unless ``start_saving_backend`` is doing it), and its verified plans merged
+    with those kept before. A failure to write only costs a later run the slow load."""
+    real = tok.transformers_tokenizer
+    if real is None:
+        return
+    kwargs = tok.template_kwargs
+    plans = tok.plans
+    try:
+        path = backend_path(fingerprint)
+        if not path.is_file() and plans is not None and not plans.off:
+            save_backend(real, path)
+        before = _facts(fingerprint, kwargs) or {}
+        off = bool(before.get("plans_off")) or plans is None or plans.off
+        merged = {} if off else {tuple(p["shape"]): p for p in before.get("plans") or []}
+        if not off and plans is not None:
+            merged.update({tuple(p["shape"]): p for p in plans.verified_plans()})
+        facts = {
+            "version": STORE_VERSION,
+            "fingerprint": fingerprint,
+            "template_kwargs": kwargs,
+            "added": tok.added_tokens,
+            "plans_off": off,
+            "plans": [merged[shape] for shape in sorted(merged)],
+        }
+        if facts != before:
+            data = orjson.dumps(facts, option=orjson.OPT_SORT_KEYS)
+            write_bytes_atomic(facts_path(fingerprint, kwargs), data)
+    except (OSError, InferlabError, TypeError):
+        return
+
+
+def _facts(fingerprint: str, template_kwargs: Mapping[str, Any]) -> dict[str, Any] | None:
+    try:
+        facts = orjson.loads(facts_path(fingerprint, template_kwargs).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    same = (
+        isinstance(facts, dict)
+        and facts.get("version") == STORE_VERSION
+        and facts.get("fingerprint") == fingerprint
+        and facts.get("template_kwargs") == dict(template_kwargs)
+    )
+    return facts if same else None
+
+
+def _strings(values: Any) -> bool:
+    return isinstance(values, list) and all(isinstance(v, str) for v in values)

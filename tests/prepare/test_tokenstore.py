@@ -1,0 +1,187 @@
+"""The kept tokenizer (``tokenstore``) counts and renders exactly as AutoTokenizer does."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from transformers import AutoTokenizer
+
+from inferlab_bench.prepare import tokenstore
+from inferlab_bench.prepare.materialize import Conversation, parse_conversation
+from inferlab_bench.prepare.stage import run_prepare
+from inferlab_bench.prepare.tokenize import ChatTokenizer, fingerprint
+from tests.prepare.conftest import QWEN_DIR, REAL_SAMPLE, convo, prep_request
+from tests.prepare.test_equivalence_real import ADVERSARIAL, TOKENIZERS
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def locator(request: pytest.FixtureRequest) -> str:
+    name = request.param
+    if name == "qwen2":
+        return QWEN_DIR
+    fixture = {"llama3": "llama3_tokenizer", "gpt2": "gpt2_tokenizer"}.get(name, "word_tokenizer")
+    return str(request.getfixturevalue(fixture))
+
+
+def _chats() -> list[list[dict[str, str]]]:
+    """Every candidate input of the real sample and of adversarial conversations."""
+    records = json.loads(REAL_SAMPLE.read_text())
+    records += [convo(t, t, "again " + t, t, id=f"adv-{i}") for i, t in enumerate(ADVERSARIAL)]
+    chats = []
+    for i, record in enumerate(records):
+        conversation = parse_conversation(i, record)
+        if isinstance(conversation, Conversation):
+            chats += [conversation.chat(end) for end in range(1, len(conversation.messages), 2)]
+    return chats
+
+
+def _kept(locator: str, kwargs: dict[str, Any] | None = None) -> tuple[ChatTokenizer, Any]:
+    """Keep the real tokenizer after rendering every chat through it (which verifies the
+    plans), and read it back."""
+    real = ChatTokenizer(locator, kwargs)
+    for chat in _chats():
+        real.render(chat)
+    tokenstore.save(real, fingerprint(locator))
+    kept = tokenstore.load(locator, kwargs or {}, fingerprint(locator))
+    assert kept is not None
+    return kept, real
+
+
+@pytest.mark.parametrize("locator", TOKENIZERS, indirect=True)
+def test_the_kept_tokenizer_counts_as_autotokenizer(locator: str) -> None:
+    kept, real = _kept(locator)
+    auto = AutoTokenizer.from_pretrained(locator, local_files_only=True)
+    assert kept.transformers_tokenizer is None  # read without transformers
+    assert kept.added_tokens == real.added_tokens
+    assert kept._backend.to_str() == auto.backend_tokenizer.to_str()
+    texts = [m["content"] for chat in _chats() for m in chat]
+    texts += [real.render(chat) for chat in _chats()]
+    texts += ADVERSARIAL + [a * 30 for a in ADVERSARIAL]
+    expected = [len(auto(t, add_special_tokens=False)["input_ids"]) for t in texts]
+    assert kept.count_texts(texts) == expected
+    assert [len(e) for e in kept._backend.encode_batch(texts, add_special_tokens=False)] == (
+        expected
+    )
+
+
+@pytest.mark.parametrize("locator", TOKENIZERS, indirect=True)
+def test_kept_plans_render_as_apply_chat_template(locator: str) -> None:
+    kwargs = {"preamble": True} if "word-tokenizer" in locator else {}
+    kept, _ = _kept(locator, kwargs)
+    auto = AutoTokenizer.from_pretrained(locator, local_files_only=True)
+    planned = 0
+    for chat in _chats():
+        text = kept.planned(chat)
+        if text is not None:
+            planned += 1
+            assert text == auto.apply_chat_template(
+                chat, add_generation_prompt=True, tokenize=False, **kwargs
+            )
+    if "llama3" in locator:
+        assert planned == 0  # its template trims contents: no plans, so always real renders
+    else:
+        assert planned > 0.9 * len(_chats())
+
+
+def test_a_damaged_or_foreign_store_is_not_used(isolated_cache: Path) -> None:
+    kept, _ = _kept(QWEN_DIR)
+    print_ = fingerprint(QWEN_DIR)
+    facts = tokenstore.facts_path(print_, {})
+    assert tokenstore.load(QWEN_DIR, {"other": 1}, print_) is None  # other kwargs
+    tokenstore.backend_path(print_).write_text("{ cut")
+    assert tokenstore.load(QWEN_DIR, {}, print_) is None
+    facts.write_text(json.dumps({**json.loads(facts.read_text()), "fingerprint": "x"}))
+    assert tokenstore.load(QWEN_DIR, {}, print_) is None
+
+
+def test_plans_turned_off_are_never_kept(isolated_cache: Path) -> None:
+    real = ChatTokenizer(QWEN_DIR)
+    real.render([{"role": "user", "content": "hi"}])
+    assert real.plans is not None
+    real.plans.verified([{"role": "user", "content": "hi"}], same=False)  # a difference
+    tokenstore.save(real, fingerprint(QWEN_DIR))
+    assert tokenstore.load(QWEN_DIR, {}, fingerprint(QWEN_DIR)) is None
+    again = ChatTokenizer(QWEN_DIR)
+    again.render([{"role": "user", "content": "hi"}])
+    tokenstore.save(again, fingerprint(QWEN_DIR))  # off stays off
+    assert tokenstore.load(QWEN_DIR, {}, fingerprint(QWEN_DIR)) is None
+
+
+_STAGE = textwrap.dedent(
+    """
+    import json, sys
+    from pathlib import Path
+    from inferlab_bench.prepare.stage import run_prepare
+    from inferlab_bench.protocol import BenchDatasetPreparationRequest, parse_request
+    request = parse_request(BenchDatasetPreparationRequest, Path(sys.argv[1]).read_bytes())
+    result = run_prepare(request, catalog_dir=Path(sys.argv[2]))
+    assert result.status.value == "succeeded", result.error
+    print(json.dumps({"transformers": "transformers" in sys.modules}))
+    """
+)
+
+
+def test_a_warm_run_with_another_seed_never_imports_transformers(
+    dataset: Any, tmp_path: Path, isolated_cache: Path
+) -> None:
+    """Seed 1 cold, then seed 2 warm in a fresh process: the newly chosen entries are counted
+    by the kept tokenizer, and the population equals a cold run's with seed 2."""
+    records = json.loads(REAL_SAMPLE.read_text())
+    source, catalog = dataset(records)
+    imported = {}
+    for name, seed in (("cold", 1), ("warm", 2)):
+        request = prep_request(source, catalog, tmp_path / name, required=20, seed=seed)
+        path = tmp_path / f"{name}.json"
+        path.write_text(request.model_dump_json())
+        done = subprocess.run(
+            [sys.executable, "-c", _STAGE, str(path), str(catalog)],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**_env(), "XDG_CACHE_HOME": str(isolated_cache)},
+        )
+        imported[name] = json.loads(done.stdout.strip().splitlines()[-1])["transformers"]
+    manifest = json.loads((tmp_path / "warm" / "preparation-manifest.json").read_text())
+    assert imported == {"cold": True, "warm": False}
+    assert manifest["tokenizer_loaded"] == "kept"
+    assert manifest["chosen_entries_counted_now"] > 0
+    fresh = prep_request(source, catalog, tmp_path / "fresh", required=20, seed=2)
+    isolated_cache.rename(tmp_path / "old-cache")  # a cold run with seed 2
+    assert run_prepare(fresh, catalog_dir=catalog).status.value == "succeeded"
+    population = "population.jsonl"
+    assert (tmp_path / "warm" / population).read_bytes() == (
+        tmp_path / "fresh" / population
+    ).read_bytes()
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    return {**os.environ, "PYTHONPATH": str(REPO), "TOKENIZERS_PARALLELISM": "false"}
+
+
+def test_kept_plans_keep_their_checks_and_refuse_foreign_operations() -> None:
+    from inferlab_bench.prepare.template import Plans
+
+    checks = [
+        [[0], "startswith", [{"tuple": ["x", "y"]}], [], False],
+        [[0], "__getitem__", [{"slice": [0, 2, None]}], [], "hi"],
+        [[0], "split", [], [["maxsplit", 1]], {"list": ["hi", "there"]}],
+    ]
+    plans = Plans.from_verified([{"shape": ["user"], "pieces": ["<", 0, ">"], "checks": checks}])
+    assert plans is not None
+    assert plans.verified_text([{"role": "user", "content": "hi there"}]) == "<hi there>"
+    assert plans.verified_text([{"role": "user", "content": "hi you"}]) is None  # split differs
+    assert plans.verified_text([{"role": "user", "content": "hi", "x": ""}]) is None
+    assert Plans.from_verified(plans.verified_plans()) is not None  # round trip
+    foreign = [[[0], "__reduce__", [], [], None]]
+    assert Plans.from_verified([{"shape": ["user"], "pieces": [0], "checks": foreign}]) is None
+    assert Plans.from_verified([{"shape": ["user"], "pieces": [[0]], "checks": []}]) is None
