@@ -86,6 +86,24 @@ ALLOWED: dict[str, set[str]] = {
         "kube",
         "report",
     },
+    # Publishing and reproducing sits beside runs (it reuses its workflows), below the CLI.
+    "publish": {
+        "errors",
+        "protocol",
+        "atomic",
+        "progress",
+        "versions",
+        "layout",
+        "load",
+        "metric_tags",
+        "interrupts",
+        "tokenizer",
+        "prepare",
+        "case",
+        "validity",
+        "report",
+        "runs",
+    },
 }
 
 

@@ -13,6 +13,7 @@ os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 from inferlab_bench import __version__
 from inferlab_bench.cli import (
+    bundle,
     case,
     compare,
     dataset,
@@ -20,13 +21,27 @@ from inferlab_bench.cli import (
     handshake,
     prepare,
     report,
+    reproduce,
     run,
     simulate,
     sweep,
 )
 from inferlab_bench.cli.flags import FlagParser
 
-COMMANDS = (handshake, prepare, case, run, sweep, report, compare, demo, dataset, simulate)
+COMMANDS = (
+    handshake,
+    prepare,
+    case,
+    run,
+    sweep,
+    report,
+    compare,
+    bundle,
+    reproduce,
+    demo,
+    dataset,
+    simulate,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,7 +7,7 @@ between flags. The CLI validates its namespace into one of these before anything
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 from pydantic.fields import FieldInfo
@@ -265,6 +265,42 @@ class CompareFlags(FlagModel):
     as_json: bool = False
 
 
+_BUNDLE_HINT = "`bundle DIR --out NAME.tar.gz`, or `bundle --verify NAME.tar.gz`"
+
+
+class BundleFlags(FlagModel):
+    """``bundle DIR --out FILE [--no-records]`` or ``bundle --verify FILE``."""
+
+    RULES = (
+        Conflicts("verify", "directory", _BUNDLE_HINT),
+        Conflicts("verify", "out", _BUNDLE_HINT),
+        Conflicts("verify", "no_records", _BUNDLE_HINT),
+        Required(("directory", "out"), "verify", _BUNDLE_HINT),
+    )
+    directory: ExistingDir | None = None
+    out: WritableFile | None = None
+    no_records: bool = False
+    verify: ExistingFile | None = None
+    as_json: bool = False
+
+
+class ReproduceFlags(FlagModel):
+    """``reproduce BUNDLE --url --model --tokenizer --out [--trials N] [--reprepare]``."""
+
+    RULES = (Needs("dataset", ("reprepare",), "--dataset is read only to prepare again"),)
+    bundle: ExistingFile
+    url: Url
+    model: Text
+    tokenizer: ExistingDir
+    out: WritableDir
+    trials: Trials = 3
+    reprepare: bool = False
+    dataset: ExistingFile | None = None
+    tolerance: Annotated[float, Field(ge=0.0, lt=1.0, allow_inf_nan=False)] = 0.05
+    as_json: bool = False
+    verbose: bool = False
+
+
 class DemoFlags(FlagModel):
     RULES = (AtMost("concurrency", "requests", "a concurrency above --requests is never reached"),)
     out: WritableDir = Path("inferlab-demo")
@@ -343,6 +379,8 @@ def simulator_config(flags: FlagModel) -> SimulatorConfig:
 
 
 __all__ = [
+    "BundleFlags",
+    "ReproduceFlags",
     "CaseCommandFlags",
     "CaseFlags",
     "CompareFlags",
