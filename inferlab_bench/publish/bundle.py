@@ -19,6 +19,7 @@ from inferlab_bench.publish.contents import (
     BUNDLE_SCHEMA,
     INDEX_FILE,
     POPULATION_PREFIX,
+    REPORT_FILE,
     RUN_PREFIX,
     archive_name,
     case_groups,
@@ -31,6 +32,7 @@ from inferlab_bench.publish.contents import (
     run_files,
     version_facts,
 )
+from inferlab_bench.publish.html import build_page
 from inferlab_bench.report.tables import load_label
 
 
@@ -40,9 +42,7 @@ class BundleOutcome:
     index: dict[str, Any]
 
 
-def write_bundle(
-    root: Path, out: Path, *, records: bool = True, extra: dict[str, bytes] | None = None
-) -> BundleOutcome:
+def write_bundle(root: Path, out: Path, *, records: bool = True) -> BundleOutcome:
     """Archive the run or sweep at ``root`` into ``out`` (written atomically)."""
     groups = case_groups(root)
     requests = [first_request(g) for g in groups]
@@ -51,7 +51,7 @@ def write_bundle(
     if population is not None:
         files.update(population_files(population))
     members = {name: _read(path) for name, path in sorted(files.items())}
-    members.update(extra or {})
+    members[REPORT_FILE] = build_page(root).encode()
     if population is not None:
         _check_population(population, members, requests)
     cases = [

@@ -257,6 +257,7 @@ class ReportFlags(FlagModel):
     directory: ExistingDir
     no_plots: bool = False
     as_json: bool = False
+    html: WritableFile | None = None
 
 
 class CompareFlags(FlagModel):

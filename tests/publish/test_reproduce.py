@@ -18,6 +18,7 @@ from inferlab_bench.layout import RESULT_FILE
 from inferlab_bench.simulator import LatencyConfig, SimulatorConfig, running_simulator
 from tests.case.support import TOKENIZER_DIR
 from tests.cli.test_human import cli
+from tests.publish import browser
 from tests.publish.support import DEMO_SAMPLE, prepare_population
 
 MODEL = "sim"
@@ -110,9 +111,24 @@ def test_reproduce_on_the_same_server_is_same_within_noise(
     assert len(verdicts) == 2 * 11  # 9 percentiles + output throughput + goodput per case
     assert set(verdicts.values()) == {"same within noise"}, verdicts
     assert (out / "reproduced" / "run/01-c1" / "trial-02" / "records.parquet").is_file()
-    html = cli("report", out, "--html", out / "report.html")
-    assert html.returncode == 0, html.stderr
-    shutil.copy(out / "report.html", tmp_path / "kept.html")
+    _check_page_in_chromium(out, tmp_path)
+
+
+def _check_page_in_chromium(reproduction: Path, tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    made = cli("report", reproduction, "--html", page)
+    assert made.returncode == 0, made.stderr
+    text = page.read_text()
+    assert "src='http" not in text and "href=" not in text  # nothing fetched from anywhere
+    assert text.count("same within noise") >= 22 and "c=1: verdicts" in text
+    if browser.chromium() is None:
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    rendered = browser.render(page, tmp_path)
+    assert rendered.console == []
+    plots = text.count("<img class='plot'")
+    assert plots == 4  # a CDF per case (published and reproduced) + the published sweep's two
+    assert f'data-plots-rendered="{plots}"' in rendered.dom
+    assert browser.plot_pixels(rendered.screenshot) > 2000
 
 
 def test_reproduce_against_twice_the_decode_time_is_slower(published: Path, tmp_path: Path) -> None:
