@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-
 from pathlib import Path
 
 from rich.text import Text
 
 from inferlab_bench.atomic import write_bytes_atomic
-
 from inferlab_bench.cli.flags import bind, with_flags
 from inferlab_bench.cli.outcome import cases_document, show_verdicts
 from inferlab_bench.cli.render import print_json, report_error, show
