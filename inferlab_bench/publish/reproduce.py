@@ -24,7 +24,7 @@ from inferlab_bench.protocol import BenchClientRequest, BenchPopulationInput, Me
 from inferlab_bench.publish import comparable
 from inferlab_bench.publish.archive import Bundle, read_bundle, unpack
 from inferlab_bench.publish.reprepare import reprepare
-from inferlab_bench.publish.verdict import CaseVerdict, Settings, judge_case
+from inferlab_bench.publish.verdict import DEFAULT_SETTINGS, CaseVerdict, Settings, judge_case
 from inferlab_bench.report.rundir import SavedCase, load_case
 from inferlab_bench.runs.population import population_facts
 from inferlab_bench.runs.requests import Target, endpoint_input
@@ -46,7 +46,7 @@ class ReproduceSettings:
     trials: int = 3
     reprepare: bool = False
     dataset: Path | None = None
-    verdict: Settings = Settings()
+    verdict: Settings = DEFAULT_SETTINGS
     echo: IO[str] | None = None
 
 

@@ -67,6 +67,9 @@ class Settings:
     seed: int = 0
 
 
+DEFAULT_SETTINGS = Settings()
+
+
 @dataclass(frozen=True)
 class MetricVerdict:
     metric: str
@@ -102,7 +105,7 @@ def judge_case(
     *,
     not_comparable: Sequence[str] = (),
     caveats: Sequence[str] = (),
-    settings: Settings = Settings(),
+    settings: Settings = DEFAULT_SETTINGS,
 ) -> CaseVerdict:
     """Every headline metric of one case; all ``not comparable`` when a reason is given."""
     rng = np.random.default_rng(settings.seed)
