@@ -36,6 +36,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     parser.add_argument("--dataset", help="with --reprepare: the dataset file to prepare from")
     parser.add_argument(
+        "--baseline",
+        help="also judge against a peer's result file (vllm bench serve JSON, GuideLLM "
+        "benchmarks.json)",
+    )
+    parser.add_argument(
         "--tolerance",
         help="smallest relative difference called faster/slower, 0-1 (default 0.05)",
     )
@@ -60,6 +65,7 @@ def _run(flags: ReproduceFlags) -> int:
         trials=flags.trials,
         reprepare=flags.reprepare,
         dataset=flags.dataset,
+        baseline=flags.baseline,
         verdict=Settings(tolerance=flags.tolerance),
         echo=aiperf_echo(flags.verbose),
     )
@@ -72,6 +78,10 @@ def _run(flags: ReproduceFlags) -> int:
         return 0
     for case in outcome.cases:
         show(verdict_table(case))
+        for line in case_lines(case):
+            show(Text(line))
+    for case in outcome.against_baseline:
+        show(verdict_table(case, title=f"{case.label}: baseline {flags.baseline} vs reproduced"))
         for line in case_lines(case):
             show(Text(line))
     counts = ", ".join(f"{n} {word}" for word, n in sorted(summary_counts(outcome.cases).items()))

@@ -107,6 +107,15 @@ def _reproduction_page(directory: Path) -> str:
             c for c in published if c.directory.is_relative_to(published_root / case["directory"])
         ]
         body += _side_by_side_plot(case["label"], original, reproduced)
+    baseline = doc.get("baseline")
+    if baseline:
+        source = baseline["source"]
+        body.append(
+            f"<h2>Against {_e(source['tool'])} {_e(str(source.get('version') or ''))}"
+            f" ({_e(Path(source['path']).name)})</h2>"
+        )
+        for case in baseline["cases"]:
+            body += _verdict_section(case)
     body += _results(published, title="Published results")
     body += _figures(published)
     return _page(f"reproduction of {doc.get('bundle_source')}", body)

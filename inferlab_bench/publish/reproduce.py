@@ -23,6 +23,7 @@ from inferlab_bench.progress import NULL_PROGRESS, ProgressSink
 from inferlab_bench.protocol import BenchClientRequest, BenchPopulationInput, MeasurementModelInput
 from inferlab_bench.publish import comparable
 from inferlab_bench.publish.archive import Bundle, read_bundle, unpack
+from inferlab_bench.publish.baselines import baseline_document, judge_against, load_baseline
 from inferlab_bench.publish.reprepare import reprepare
 from inferlab_bench.publish.verdict import DEFAULT_SETTINGS, CaseVerdict, Settings, judge_case
 from inferlab_bench.report.rundir import SavedCase, load_case
@@ -46,6 +47,8 @@ class ReproduceSettings:
     trials: int = 3
     reprepare: bool = False
     dataset: Path | None = None
+    baseline: Path | None = None
+    """A peer's result file (vLLM, GuideLLM) to judge the reproduced cases against as well."""
     verdict: Settings = DEFAULT_SETTINGS
     echo: IO[str] | None = None
 
@@ -55,6 +58,7 @@ class Reproduction:
     directory: Path
     cases: tuple[CaseVerdict, ...]
     document: dict[str, Any]
+    against_baseline: tuple[CaseVerdict, ...] = ()
 
 
 def reproduce(settings: ReproduceSettings, progress: ProgressSink = NULL_PROGRESS) -> Reproduction:
@@ -62,10 +66,11 @@ def reproduce(settings: ReproduceSettings, progress: ProgressSink = NULL_PROGRES
     started = time.monotonic()
     out = settings.out.resolve()
     bundle = read_bundle(settings.bundle)
+    baseline = None if settings.baseline is None else load_baseline(settings.baseline)
     published_root = unpack(bundle, out / PUBLISHED_DIR)
     population = _population(bundle, published_root, settings)
     here = fingerprint(str(settings.tokenizer)) if population is not None else None
-    verdicts = []
+    verdicts, runs = [], []
     progress.begin(f"reproducing {len(bundle.cases)} cases", len(bundle.cases), unit="cases")
     for case in bundle.cases:
         published = _published(published_root, case["trials"])
@@ -78,12 +83,20 @@ def reproduce(settings: ReproduceSettings, progress: ProgressSink = NULL_PROGRES
         reset = case.get("reset") if request.definition.reset_prefix_cache else None
         options = CaseOptions(prefix_cache_reset=reset, echo=settings.echo)
         reproduced = run_trials(request, options, settings.trials).trials
+        runs.append(reproduced)
         verdicts.append(_judge(case["label"], bundle, published, reproduced, here, settings))
         progress.advance()
     progress.end()
     document = _document(bundle, settings, out, verdicts, population, time.monotonic() - started)
+    against: tuple[CaseVerdict, ...] = ()
+    if baseline is not None:
+        against = judge_against(baseline, runs, settings.verdict)
+        document["baseline"] = {
+            "source": baseline_document(baseline),
+            "cases": comparable.as_document(against),
+        }
     write_bytes_atomic(out / REPRODUCTION_FILE, orjson.dumps(document, option=orjson.OPT_INDENT_2))
-    return Reproduction(out, tuple(verdicts), document)
+    return Reproduction(out, tuple(verdicts), document, against)
 
 
 def rewrite(

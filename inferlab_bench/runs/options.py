@@ -297,6 +297,7 @@ class ReproduceFlags(FlagModel):
     trials: Trials = 3
     reprepare: bool = False
     dataset: ExistingFile | None = None
+    baseline: ExistingFile | None = None
     tolerance: Annotated[float, Field(ge=0.0, lt=1.0, allow_inf_nan=False)] = 0.05
     as_json: bool = False
     verbose: bool = False

@@ -22,6 +22,7 @@ from tests.publish import browser
 from tests.publish.support import DEMO_SAMPLE, prepare_population
 
 MODEL = "sim"
+GUIDELLM_FIXTURE = Path(__file__).parent / "fixtures" / "guidellm-0.8.1-sweep-c1-c2.json"
 
 
 def _simulator(decode_ms: float) -> SimulatorConfig:
@@ -99,6 +100,7 @@ def test_reproduce_on_the_same_server_is_same_within_noise(
         published,
         *("--url", server_url, "--model", MODEL, "--tokenizer", TOKENIZER_DIR),
         *("--out", out, "--trials", "2", "--tolerance", "0.15", "--json"),
+        *("--baseline", GUIDELLM_FIXTURE),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     document = json.loads(proc.stdout)
@@ -111,7 +113,30 @@ def test_reproduce_on_the_same_server_is_same_within_noise(
     assert len(verdicts) == 2 * 11  # 9 percentiles + output throughput + goodput per case
     assert set(verdicts.values()) == {"same within noise"}, verdicts
     assert (out / "reproduced" / "run/01-c1" / "trial-02" / "records.parquet").is_file()
+    against = {c["label"]: c for c in document["baseline"]["cases"]}
+    assert document["baseline"]["source"]["tool"] == "guidellm" and set(against) == {"c=1", "c=2"}
+    for case in against.values():
+        judged = {m["metric"]: m for m in case["metrics"]}
+        assert judged["p50_ttft_ms"]["verdict"] != "not comparable"
+        assert "against" not in judged["p50_ttft_ms"]["test"]  # GuideLLM keeps every request
+        assert "guidellm sent its own prompts, not our population" in case["caveats"]
     _check_page_in_chromium(out, tmp_path)
+
+
+def test_compare_reads_a_guidellm_file_as_the_baseline(published: Path) -> None:
+    proc = cli("compare", GUIDELLM_FIXTURE, published.parent / "sweep", "--json")
+    assert proc.returncode == 0, proc.stderr
+    document = json.loads(proc.stdout)
+    assert document["baseline"]["version"] == "0.8.1"
+    cases = {c["label"]: c for c in document["cases"]}
+    assert set(cases) == {"c=1", "c=2"}
+    for case in cases.values():
+        assert case["not_comparable"] == []
+        metrics = {m["metric"]: m for m in case["metrics"]}
+        assert metrics["p50_tpot_ms"]["published"] > 0 and metrics["p50_tpot_ms"]["reproduced"] > 0
+        assert metrics["output_throughput"]["verdict"] == "not comparable"  # 1 vs 1 trial
+    table = cli("compare", GUIDELLM_FIXTURE, published.parent / "sweep")
+    assert "guidellm" in table.stdout and "p99_request_latency_ms" in table.stdout
 
 
 def _check_page_in_chromium(reproduction: Path, tmp_path: Path) -> None:
@@ -121,6 +146,7 @@ def _check_page_in_chromium(reproduction: Path, tmp_path: Path) -> None:
     text = page.read_text()
     assert "src='http" not in text and "href=" not in text  # nothing fetched from anywhere
     assert text.count("same within noise") >= 22 and "c=1: verdicts" in text
+    assert "Against guidellm 0.8.1" in text
     if browser.chromium() is None:
         pytest.skip("chromium is not installed (apt-get install -y chromium)")
     rendered = browser.render(page, tmp_path)
