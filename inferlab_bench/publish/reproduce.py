@@ -20,7 +20,12 @@ from inferlab_bench.case.stage import CaseOptions
 from inferlab_bench.errors import ReproductionError
 from inferlab_bench.prepare.tokenize import fingerprint
 from inferlab_bench.progress import NULL_PROGRESS, ProgressSink
-from inferlab_bench.protocol import BenchClientRequest, BenchPopulationInput, MeasurementModelInput
+from inferlab_bench.protocol import (
+    BenchClientRequest,
+    BenchPopulationInput,
+    ClientStatus,
+    MeasurementModelInput,
+)
 from inferlab_bench.publish import comparable
 from inferlab_bench.publish.archive import Bundle, read_bundle, unpack
 from inferlab_bench.publish.baselines import baseline_document, judge_against, load_baseline
@@ -159,6 +164,7 @@ def _judge(
     here: str | None,
     settings: ReproduceSettings,
 ) -> CaseVerdict:
+    published, reproduced = _succeeded(published), _succeeded(reproduced)
     entry = bundle.index.get("population") or {}
     recorded = (entry.get("preparation") or {}).get("tokenizer_fingerprint")
     a = comparable.identity(published, recorded if here is not None else None)
@@ -171,6 +177,11 @@ def _judge(
         caveats=comparable.caveats(a, b),
         settings=settings.verdict,
     )
+
+
+def _succeeded(cases: Sequence[SavedCase]) -> Sequence[SavedCase]:
+    """The trials that succeeded (all of them when none did: the verdict then says so)."""
+    return [c for c in cases if c.result.status is ClientStatus.SUCCEEDED] or cases
 
 
 def _document(
