@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -103,8 +104,6 @@ def side(cases: Sequence[SavedCase]) -> Side:
 
 def as_document(value: Any) -> Any:
     """Dataclasses, tuples and mappings as plain JSON values."""
-    import dataclasses
-
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: as_document(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Mapping):

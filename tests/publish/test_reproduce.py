@@ -71,6 +71,7 @@ def test_bundle_lists_every_member_with_its_digest(published: Path) -> None:
         for name in ("request.json", RESULT_FILE, "validity.json", "records.parquet"):
             assert f"{case}/{name}" in names
     assert {"population/population.jsonl", "population/preparation-manifest.json"} <= names
+    assert "report.html" in names  # the bundle carries its page
     prep = index["population"]["preparation"]
     assert prep["seed"] == 0 and len(prep["tokenizer_fingerprint"]) == 64
     assert index["machine"]["cpu_count"] >= 1 and index["versions"]["aiperf_version"]
@@ -137,6 +138,22 @@ def test_compare_reads_a_guidellm_file_as_the_baseline(published: Path) -> None:
         assert metrics["output_throughput"]["verdict"] == "not comparable"  # 1 vs 1 trial
     table = cli("compare", GUIDELLM_FIXTURE, published.parent / "sweep")
     assert "guidellm" in table.stdout and "p99_request_latency_ms" in table.stdout
+
+
+def test_a_file_that_is_no_peer_result_is_refused_before_any_run(
+    published: Path, server_url: str, tmp_path: Path
+) -> None:
+    ours = tmp_path / "not-a-peer.json"
+    ours.write_text('{"hello": 1}')
+    proc = cli(
+        "reproduce",
+        published,
+        *("--url", server_url, "--model", MODEL, "--tokenizer", TOKENIZER_DIR),
+        *("--out", tmp_path / "r", "--baseline", ours),
+    )
+    assert proc.returncode == 1
+    assert "not-a-peer.json: neither a `vllm bench serve --save-result` file" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "r" / "reproduced").exists()
 
 
 def _check_page_in_chromium(reproduction: Path, tmp_path: Path) -> None:
