@@ -174,7 +174,7 @@ def load_baseline(path: Path) -> Baseline:
         raise BaselineError(f"{path}: cannot read as JSON ({exc})") from exc
     kind = _kind(data)
     if kind == VLLM:
-        return Baseline(VLLM, data.get("vllm_version"), path, (_vllm_case(path, data),))
+        return Baseline(VLLM, None, path, (_vllm_case(path, data),))  # it records no version
     if kind == GUIDELLM:
         version = (data.get("metadata") or {}).get("guidellm_version")
         benchmarks = data.get("benchmarks") or []
@@ -238,20 +238,29 @@ def _vllm_label(data: dict[str, Any]) -> str:
 
 
 def _vllm_samples(data: dict[str, Any]) -> dict[str, npt.NDArray[np.float64]] | None:
-    """Per-request values of ``--save-detailed`` (seconds) in ms; None without them."""
-    ttfts, itls, outs = data.get("ttfts"), data.get("itls"), data.get("output_lens")
+    """Per-request values of ``--save-detailed`` (seconds) in ms; None without them.
+
+    TPOT per request is (E2E - TTFT) / (output tokens - 1), vLLM's and AIPerf's definition.
+    """
+    ttfts, itls = data.get("ttfts"), data.get("itls")
     if not isinstance(ttfts, list) or not isinstance(itls, list) or len(ttfts) != len(itls):
         return None
+    n = len(ttfts)
+    latencies = data.get("latencies") if len(data.get("latencies") or []) == n else None
+    outs = data.get("output_lens") if len(data.get("output_lens") or []) == n else None
     ok = [i for i, t in enumerate(ttfts) if isinstance(t, int | float) and t > 0]
-    samples = {"ttft_ms": np.asarray([ttfts[i] * 1000.0 for i in ok])}
-    gaps = [itls[i] for i in ok]
-    samples["tpot_ms"] = np.asarray([np.mean(g) * 1000.0 if g else np.nan for g in gaps])
-    samples["request_latency_ms"] = np.asarray(
-        [(ttfts[i] + float(np.sum(itls[i]))) * 1000.0 for i in ok]
-    )
-    if isinstance(outs, list) and len(outs) == len(ttfts):
-        samples["output_sequence_length"] = np.asarray([outs[i] for i in ok], dtype=np.float64)
-    return samples
+    ttft = np.asarray([ttfts[i] for i in ok], dtype=np.float64)
+    if latencies is not None:
+        e2e = np.asarray([latencies[i] for i in ok], dtype=np.float64)
+    else:
+        e2e = ttft + np.asarray([float(np.sum(itls[i])) for i in ok])
+    if outs is not None:
+        tokens = np.asarray([outs[i] for i in ok], dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tpot = np.where(tokens > 1, (e2e - ttft) / (tokens - 1), np.nan)
+    else:
+        tpot = np.asarray([np.mean(itls[i]) if itls[i] else np.nan for i in ok])
+    return {"ttft_ms": ttft * 1000.0, "tpot_ms": tpot * 1000.0, "request_latency_ms": e2e * 1000.0}
 
 
 # --- GuideLLM ------------------------------------------------------------------------------

@@ -45,3 +45,34 @@ def test_files_that_are_no_peers_are_refused_naming_them(tmp_path: Path) -> None
     broken.write_text("{not json")
     with pytest.raises(BaselineError, match="broken.json: cannot read as JSON"):
         load_baseline(broken)
+
+
+VLLM_DETAILED = FIXTURES / "vllm-0.33.0-c2-detailed.json"
+VLLM_SUMMARY = FIXTURES / "vllm-0.33.0-c1.json"
+
+
+def test_vllm_detailed_result_gives_per_request_values_that_agree_with_its_summary() -> None:
+    baseline = load_baseline(VLLM_DETAILED)
+    assert baseline.tool == "vllm bench serve" and peer_kind(VLLM_DETAILED) == baseline.tool
+    (case,) = baseline.cases
+    raw = json.loads(VLLM_DETAILED.read_text())
+    assert (case.label, case.model, case.requests) == ("c=2", "sim", 8)
+    assert case.samples is not None
+    # Our per-request TPOT, (E2E - TTFT) / (tokens - 1), is vLLM's own: same median.
+    assert float(np.median(case.samples["tpot_ms"])) == pytest.approx(raw["median_tpot_ms"])
+    assert float(np.percentile(case.samples["ttft_ms"], 99)) == pytest.approx(raw["p99_ttft_ms"])
+    assert float(np.median(case.samples["request_latency_ms"])) == pytest.approx(
+        raw["median_e2el_ms"]
+    )
+    assert case.metrics["p50_request_latency_ms"] == raw["median_e2el_ms"]
+    assert case.metrics["output_throughput"] == raw["output_throughput"]
+    assert "p50_itl_ms" not in case.metrics and any(u.startswith("itl") for u in case.unmapped)
+
+
+def test_vllm_summary_only_result_has_figures_but_no_samples() -> None:
+    (case,) = load_baseline(VLLM_SUMMARY).cases
+    raw = json.loads(VLLM_SUMMARY.read_text())
+    assert case.label == "c=1" and case.samples is None
+    assert case.metrics["p90_tpot_ms"] == raw["p90_tpot_ms"]
+    assert case.metrics["p99_request_latency_ms"] == raw["p99_e2el_ms"]
+    assert "goodput" not in case.metrics  # saved without --goodput: request_goodput is null

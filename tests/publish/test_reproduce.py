@@ -22,7 +22,10 @@ from tests.publish import browser
 from tests.publish.support import DEMO_SAMPLE, prepare_population
 
 MODEL = "sim"
-GUIDELLM_FIXTURE = Path(__file__).parent / "fixtures" / "guidellm-0.8.1-sweep-c1-c2.json"
+FIXTURES = Path(__file__).parent / "fixtures"
+GUIDELLM_FIXTURE = FIXTURES / "guidellm-0.8.1-sweep-c1-c2.json"
+VLLM_DETAILED = FIXTURES / "vllm-0.33.0-c2-detailed.json"
+VLLM_SUMMARY = FIXTURES / "vllm-0.33.0-c1.json"
 
 
 def _simulator(decode_ms: float) -> SimulatorConfig:
@@ -138,6 +141,22 @@ def test_compare_reads_a_guidellm_file_as_the_baseline(published: Path) -> None:
         assert metrics["output_throughput"]["verdict"] == "not comparable"  # 1 vs 1 trial
     table = cli("compare", GUIDELLM_FIXTURE, published.parent / "sweep")
     assert "guidellm" in table.stdout and "p99_request_latency_ms" in table.stdout
+
+
+def test_compare_reads_vllm_result_files_as_the_baseline(published: Path) -> None:
+    sweep = published.parent / "sweep"
+    detailed = json.loads(cli("compare", VLLM_DETAILED, sweep, "--json").stdout)
+    cases = {c["label"]: c for c in detailed["cases"]}
+    assert detailed["baseline"]["tool"] == "vllm bench serve"
+    assert "has no benchmark at c=1 (c=2)" in cases["c=1"]["not_comparable"][0]
+    c2 = {m["metric"]: m for m in cases["c=2"]["metrics"]}
+    assert c2["p50_tpot_ms"]["verdict"] in ("same within noise", "faster", "slower")
+    assert "over per-request records" in c2["p50_tpot_ms"]["test"]  # --save-detailed values
+    summary = json.loads(cli("compare", VLLM_SUMMARY, sweep / "01-c1", "--json").stdout)
+    (c1,) = summary["cases"]
+    tpot = {m["metric"]: m for m in c1["metrics"]}["p90_tpot_ms"]
+    assert tpot["published"] == json.loads(VLLM_SUMMARY.read_text())["p90_tpot_ms"]
+    assert "against the published figure" in tpot["test"]
 
 
 def test_a_file_that_is_no_peer_result_is_refused_before_any_run(
