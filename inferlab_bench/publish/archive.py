@@ -69,10 +69,10 @@ def read_bundle(path: Path) -> Bundle:
         )
     index = _index(path, members.pop(INDEX_FILE))
     listed = {m["path"]: m for m in index["members"]}
-    for name in sorted(listed.keys() - members.keys()):
-        raise BundleError(f"{path}: member {name} is listed in {INDEX_FILE} but missing")
-    for name in sorted(members.keys() - listed.keys()):
-        raise BundleError(f"{path}: member {name} is not listed in {INDEX_FILE}")
+    if missing := sorted(listed.keys() - members.keys()):
+        raise BundleError(f"{path}: member {missing[0]} is listed in {INDEX_FILE} but missing")
+    if unlisted := sorted(members.keys() - listed.keys()):
+        raise BundleError(f"{path}: member {unlisted[0]} is not listed in {INDEX_FILE}")
     for name in sorted(listed):
         actual = hashlib.sha256(members[name]).hexdigest()
         if actual != listed[name]["sha256"]:

@@ -106,6 +106,14 @@ def test_unlisted_missing_and_corrupt_archives_are_named(tmp_path: Path) -> None
             tar.addfile(info, io.BytesIO(data))
     with pytest.raises(BundleError, match="member run/a.json is listed in BUNDLE.json but missing"):
         read_bundle(path)
+    extra = tmp_path / "extra.tar.gz"
+    with tarfile.open(extra, "w:gz") as tar:
+        for name, data in (("BUNDLE.json", _index({})), ("run/b.json", b"{}")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(BundleError, match="member run/b.json is not listed in BUNDLE.json"):
+        read_bundle(extra)
     truncated = tmp_path / "t.tar.gz"
     truncated.write_bytes(path.read_bytes()[:40])
     with pytest.raises(BundleError, match="not a readable .tar.gz bundle"):
