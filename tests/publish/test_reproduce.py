@@ -159,6 +159,23 @@ def test_compare_reads_vllm_result_files_as_the_baseline(published: Path) -> Non
     assert "against the published figure" in tpot["test"]
 
 
+def test_the_page_of_a_published_sweep_opens_with_its_plots(
+    published: Path, tmp_path: Path
+) -> None:
+    page = tmp_path / "sweep.html"
+    made = cli("report", published.parent / "sweep", "--html", page)
+    assert made.returncode == 0, made.stderr
+    text = page.read_text()
+    assert "the prefix cache was cold when profiling started" in text  # validity in words
+    assert "population sha256" in text and "01-c1" in text and "02-c2" in text
+    if browser.chromium() is None:
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    rendered = browser.render(page, tmp_path, height=3000)
+    assert rendered.console == []
+    assert 'data-plots-rendered="2"' in rendered.dom  # latency CDFs and sweep curves
+    assert browser.plot_pixels(rendered.screenshot) > 1000
+
+
 def test_a_file_that_is_no_peer_result_is_refused_before_any_run(
     published: Path, server_url: str, tmp_path: Path
 ) -> None:
