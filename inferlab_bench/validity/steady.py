@@ -14,8 +14,9 @@ latency; requests still running at the last send (the drain) are left out.
    latest truncation of the three series and ends at the last send.
 2. Whether what remains is level: a series still moving has a trend. Over the kept batch
    means, Kendall's tau against time must not be significant (p < 0.001) together with a
-   Theil-Sen slope that moves the series by more than half its median across the window. An overloaded open loop fails this (its queue, and every latency, keeps growing);
-   a noisy but level run passes it.
+   Theil-Sen slope that moves the series by more than half its median across the window.
+   An overloaded open loop fails this (its queue, and every latency, keeps growing); a
+   noisy but level run passes it.
 
 Fewer than ``MIN_BATCHES`` batches are not judged: neither step has anything to stand on.
 """
