@@ -38,6 +38,8 @@ RESET_EVIDENCE_FILE = "reset-evidence.json"
 PROFILING_START_METRICS = "server-metrics-profiling-start.json"
 """The server's /metrics as our AIPerf plugin read it between warmup and profiling."""
 VALIDITY_FILE = "validity.json"
+CLIENT_USAGE_FILE = "client-usage.json"
+"""AIPerf's CPU time and the host's run queue, sampled while the load ran."""
 
 # --- A human run directory (one case, or one per sweep point / trial). ---
 REQUEST_FILE = "request.json"

@@ -10,6 +10,11 @@ from inferlab_bench.load import Load
 from inferlab_bench.protocol import BenchLoadInput, BenchRequestSloInput
 from inferlab_bench.validity.cache import ColdStart, assess_cache, cold_start
 from inferlab_bench.validity.certify import BoundClaim, MetricCertification, bound_claim, certify
+from inferlab_bench.validity.client_cost import (
+    ClientCostTolerances,
+    ClientUsage,
+    assess_client_cost,
+)
 from inferlab_bench.validity.digests import sequence_digest
 from inferlab_bench.validity.dispatch import DispatchTolerances, assess_dispatch
 from inferlab_bench.validity.failures import assess_failures
@@ -30,6 +35,7 @@ class Tolerances:
     dispatch: DispatchTolerances = DispatchTolerances()
     prompt_tokens: TokenTolerance = TokenTolerance(rel=0.0)
     output_tokens: TokenTolerance = TokenTolerance(rel=0.0)
+    client_cost: ClientCostTolerances = ClientCostTolerances()
 
 
 DEFAULT_TOLERANCES = Tolerances()
@@ -48,6 +54,9 @@ class CaseFacts:
     with an earlier one: what it may find cached after a reset. None: prompts unknown."""
     slo: BenchRequestSloInput | None = None
     """The request's SLO: each bound is certified at its good-request ratio."""
+    client_usage: ClientUsage | None = None
+    """The client's CPU time and the host's run queue during the run; None: not sampled, and
+    then the document has no ``client_cost_low`` verdict."""
 
 
 def assess(
@@ -76,6 +85,9 @@ def assess(
         sequences=sequences,
         certification=certify_latencies(profiling),
         slo_bounds=certify_slo(profiling, facts.slo),
+        client_cost=None
+        if facts.client_usage is None
+        else assess_client_cost(profiling, facts.client_usage, tolerances.client_cost),
     )
 
 

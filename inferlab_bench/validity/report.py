@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from inferlab_bench.validity.cache import CacheColdness
 from inferlab_bench.validity.certify import BoundClaim, MetricCertification
+from inferlab_bench.validity.client_cost import ClientCost
 from inferlab_bench.validity.digests import SequenceDigest
 from inferlab_bench.validity.dispatch import DispatchFidelity
 from inferlab_bench.validity.failures import FailedRequests
@@ -41,6 +42,8 @@ class ValidityDocument(Figures):
     in documents written before it."""
     slo_bounds: tuple[BoundClaim, ...] = ()
     """Per SLO bound, whether it holds at the SLO's percentile, certified or by share only."""
+    client_cost: ClientCost | None = None
+    """The verdict ``client_cost_low`` (None: the client's processes were not sampled)."""
 
     def to_json_dict(self) -> dict[str, Any]:
         """The document as plain JSON values (enums as their strings)."""
@@ -58,6 +61,7 @@ class ValidityDocument(Figures):
             self.output_tokens.check,
             *self.cache.checks,
             *((self.failures.check,) if self.failures is not None else ()),
+            *(self.client_cost.checks if self.client_cost is not None else ()),
         )
         return [c for c in checks if c.verdict is Verdict.FAIL]
 
@@ -74,6 +78,7 @@ def build_document(
     failures: FailedRequests | None = None,
     certification: Sequence[MetricCertification] = (),
     slo_bounds: Sequence[BoundClaim] = (),
+    client_cost: ClientCost | None = None,
 ) -> ValidityDocument:
     """Assemble the document; ``verdict`` combines the named verdicts."""
     verdicts: dict[str, Verdict] = {}
@@ -85,6 +90,8 @@ def build_document(
         "output_lengths_honored": output_tokens.verdict,
         "cache_cold": cache.cache_cold,
     }
+    if client_cost is not None:
+        verdicts["client_cost_low"] = client_cost.client_cost_low
     return ValidityDocument(
         verdict=combine(verdicts.values()),
         verdicts=verdicts,
@@ -99,6 +106,7 @@ def build_document(
         failures=failures,
         certification=tuple(certification),
         slo_bounds=tuple(slo_bounds),
+        client_cost=client_cost,
     )
 
 
@@ -118,6 +126,9 @@ def summary_lines(doc: ValidityDocument) -> list[str]:
         f"({_token_figures(doc.output_tokens)})",
         f"  cache cold: {doc.cache.cache_cold.value} ({_cache_figures(doc.cache)})",
     ]
+    if doc.client_cost is not None:
+        cost = doc.client_cost
+        lines.append(f"  client cost low: {cost.client_cost_low.value} ({_cost_figures(cost)})")
     if doc.goodput.slo_set:
         lines.append(f"  token goodput: {_goodput_figures(doc.goodput)}")
     lines += [_certification_line(m) for m in doc.certification if m.samples]
@@ -183,13 +194,17 @@ def _dispatch_figures(d: DispatchFidelity) -> str:
     if d.dispatch_delay_ms is not None:
         parts.append(f"dispatch delay p95 {d.dispatch_delay_ms.p95:.1f} ms")
     if d.client_send_ms is not None:
-        share = d.client_send_share_of_ttft
-        of_ttft = "" if share is None else f", {share:.1%} of TTFT p50"
-        parts.append(f"client send mean {d.client_send_ms.mean:.2f} ms{of_ttft}")
+        parts.append(f"client send mean {d.client_send_ms.mean:.2f} ms")
     failed = [c.name for c in d.checks if c.verdict is Verdict.FAIL]
     if failed:
         parts.append("failed: " + ", ".join(failed))
     return "; ".join(parts)
+
+
+def _cost_figures(c: ClientCost) -> str:
+    failed = [check.name for check in c.checks if check.verdict is Verdict.FAIL]
+    send = "" if c.send_delay_ms is None else f"; send delay p95 {c.send_delay_ms.p95:.2f} ms"
+    return c.in_words + send + ("; failed: " + ", ".join(failed) if failed else "")
 
 
 def _token_figures(t: TokenReconciliation) -> str:

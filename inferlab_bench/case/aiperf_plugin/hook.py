@@ -12,6 +12,8 @@ from inferlab_bench.case.reset import ResetTarget
 
 ENV_VAR = "INFERLAB_RESET_AFTER_WARMUP"
 """JSON {base_url, method, path, origin, timeout, evidence_path}, set by our runner."""
+CREDIT_WAIT_ENV_VAR = "INFERLAB_CREDIT_WAIT"
+"""``1``: our request_rate strategy sleeps until a credit returns instead of spinning."""
 
 
 @dataclass(frozen=True)
