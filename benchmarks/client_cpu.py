@@ -188,21 +188,23 @@ class ProcessBreakdown:
                     continue
                 pid = int(entry.name)
                 cpu[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-                self._titles[pid] = self._title(entry)  # a fresh child renames itself
+                title = self._title(entry)  # a fresh child renames itself; a dying one has none
+                if title is not None:
+                    self._titles[pid] = title
         self._snapshots.append((time.time_ns(), cpu))
 
     @staticmethod
-    def _title(entry: Path) -> str:
+    def _title(entry: Path) -> str | None:
         cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         found = re.search(r"aiperf (\w+?)(?:_[0-9a-f]{4,})?\b", cmd)
-        return found.group(1) if found else "main"
+        return found.group(1) if found else None
 
     def spent(self, lo_ns: int, hi_ns: int) -> dict[str, float]:
         before = [cpu for t, cpu in self._snapshots if t <= lo_ns] or [{}]
         after = [cpu for t, cpu in self._snapshots if t >= hi_ns] or [self._snapshots[-1][1]]
         out: dict[str, float] = {}
         for pid, cpu in after[0].items():
-            title = self._titles[pid]
+            title = self._titles.get(pid, "other")
             out[title] = out.get(title, 0.0) + cpu - before[-1].get(pid, 0.0)
         return out
 
