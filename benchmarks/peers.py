@@ -44,6 +44,7 @@ import numpy as np
 import orjson
 
 from inferlab_bench.case.local import aiperf_environment
+from inferlab_bench.case.usage import UsageSampler
 from inferlab_bench.layout import cache_root
 from inferlab_bench.runs.demo import TOKENIZER_DIR
 
@@ -51,6 +52,7 @@ OUTPUT_TOKENS = 64
 MODEL = "sim-model"
 PEERS = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "inferlab-bench/peers"
 METRICS = ("ttft", "itl", "e2e")
+DEPRIORITIZE = os.environ.get("PEERS_DEPRIORITIZE", "1") == "1"  # 0: AIPerf's services all equal
 
 
 @dataclass(frozen=True)
@@ -188,7 +190,15 @@ def ours(url: str, load: Load, texts: list[str], work: Path) -> tuple[str, list[
     (work / "aiperf.json").write_text(json.dumps(config))
     env = aiperf_environment(os.environ, cache_root())
     command = [sys.executable, "-m", "aiperf", "profile", "--config", str(work / "aiperf.json")]
-    run_quiet(command, work / "client.log", env)
+    with (work / "client.log").open("w") as log:  # as our runner starts it
+        process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+        sampler = UsageSampler(process.pid, deprioritize=DEPRIORITIZE).start()
+        process.wait()
+        sampler.stop()
+    if process.returncode != 0:
+        raise RuntimeError(f"aiperf exited {process.returncode}: see {work / 'client.log'}")
     rows = [orjson.loads(x) for x in (work / "out" / "p.jsonl").read_bytes().splitlines() if x]
     out = []
     for row in rows:

@@ -64,8 +64,13 @@ def run_aiperf(
     started_ns, clock = time.time_ns(), time.monotonic()
     with guard.deferred() as stop, fresh_text_file(log_path) as log:
         process = _spawn(command, env)
-        # AIPerf leads its own session, so its services and workers are all in it.
-        sampler = UsageSampler(process.pid).start() if UsageSampler.available() else None
+        # AIPerf leads its own session, so its services and workers are all in it; its
+        # bookkeeping services run at a lower priority than its sender (see UsageSampler).
+        sampler = (
+            UsageSampler(process.pid, deprioritize=True).start()
+            if UsageSampler.available()
+            else None
+        )
         pump = threading.Thread(target=_pump, args=(process, log, echo), daemon=True)
         pump.start()
         timed_out = _wait(process, stop_at, stop)

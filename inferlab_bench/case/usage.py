@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import socket
 import threading
 import time
@@ -20,6 +21,11 @@ from typing import Any
 
 DEFAULT_INTERVAL_SECONDS = 0.2
 PROC = Path("/proc")
+BOOKKEEPING_NICE = 10
+BOOKKEEPING_SERVICES = ("records_manager", "record_processor", "dataset_manager", "worker_manager")
+"""AIPerf services off the timing path: they handle records and datasets after the fact.
+The sender (worker), the credit issuer (timing_manager) and the message router
+(system_controller) keep their priority."""
 _TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -34,6 +40,8 @@ class UsageSeries:
     """Host-wide tasks running or waiting for a core, this sampler's own thread excluded."""
     processes: int = 0
     """Distinct processes seen in the session."""
+    niced: tuple[str, ...] = ()
+    """AIPerf services whose priority was lowered (``nice`` +10) while the load ran."""
     host_cores: int = field(default_factory=lambda: os.cpu_count() or 1)
 
     def as_json(self) -> dict[str, Any]:
@@ -41,6 +49,7 @@ class UsageSeries:
             "schema_version": 1,
             "host_cores": self.host_cores,
             "processes": self.processes,
+            "niced": {"services": list(self.niced), "nice": BOOKKEEPING_NICE},
             "time_ns": list(self.time_ns),
             "cpu_seconds": list(self.cpu_seconds),
             "runnable": list(self.runnable),
@@ -104,11 +113,38 @@ def _stat_fields(path: Path) -> list[str] | None:
     return text[close + 2 :].decode().split() if close >= 0 else None
 
 
-class UsageSampler:
-    """Samples a session's CPU time and the run queue in a thread until ``stop``."""
+def service_title(pid: int, proc: Path = PROC) -> str | None:
+    """The AIPerf service a process runs (``aiperf record_processor_1a2b3c4d`` -> its name)."""
+    try:
+        cmdline = (proc / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return None
+    found = _TITLE.match(cmdline.replace(b"\0", b" ").decode(errors="replace").strip())
+    return found.group(1) if found else None
 
-    def __init__(self, session: int, interval: float = DEFAULT_INTERVAL_SECONDS) -> None:
+
+_TITLE = re.compile(r"aiperf (\w+?)(?:_[0-9a-f]{4,})?(?:\s|$)")
+
+
+class UsageSampler:
+    """Samples a session's CPU time and the run queue in a thread until ``stop``.
+
+    With ``deprioritize``, each AIPerf bookkeeping service (``BOOKKEEPING_SERVICES``) gets
+    ``nice`` +10 as soon as it has named itself: on a machine shared with the server, work
+    on finished records then waits for the server instead of delaying its next request.
+    """
+
+    def __init__(
+        self,
+        session: int,
+        interval: float = DEFAULT_INTERVAL_SECONDS,
+        *,
+        deprioritize: bool = False,
+    ) -> None:
         self._session = session
+        self._deprioritize = deprioritize
+        self._judged: set[int] = set()
+        self._niced: list[str] = []
         self._interval = interval
         self._stop = threading.Event()
         self._seen: dict[int, float] = {}
@@ -134,6 +170,7 @@ class UsageSampler:
             tuple(self._cpu),
             tuple(self._runnable),
             processes=len(self._seen),
+            niced=tuple(sorted(set(self._niced))),
         )
 
     def _loop(self) -> None:
@@ -146,8 +183,23 @@ class UsageSampler:
     def _sample(self) -> None:
         running = procs_running()
         cpu = session_cpu_seconds(self._session, self._seen)
+        if self._deprioritize:
+            self._lower_bookkeeping()
         if running is None:
             return
         self._times.append(time.time_ns())
         self._cpu.append(cpu)
         self._runnable.append(max(0, running - 1))
+
+    def _lower_bookkeeping(self) -> None:
+        for pid in self._seen.keys() - self._judged:
+            title = service_title(pid)
+            if title is None or title == "system_controller" and pid != self._session:
+                continue  # a child not yet renamed after its fork: judge it next time
+            self._judged.add(pid)
+            if title in BOOKKEEPING_SERVICES:
+                try:
+                    os.setpriority(os.PRIO_PROCESS, pid, BOOKKEEPING_NICE)
+                except OSError:
+                    continue
+                self._niced.append(title)

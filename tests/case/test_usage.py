@@ -54,3 +54,24 @@ def test_run_queue_and_host_addresses() -> None:
     # TEST-NET-1 (RFC 5737) is nobody's interface address: nothing can be bound to it.
     assert is_this_host("192.0.2.1") is False
     assert is_this_host("no-such-host.invalid") is None
+
+
+def test_bookkeeping_services_are_niced_and_the_sender_is_not() -> None:
+    """Processes titled as AIPerf titles its services (argv[0], as setproctitle leaves it)."""
+    leader = subprocess.Popen(
+        ["aiperf record_processor_1a2b3c4d", "3"], executable="/bin/sleep", start_new_session=True
+    )
+    sender = subprocess.Popen(["aiperf worker_9f8e7d6c", "3"], executable="/bin/sleep")
+    try:
+        sampler = UsageSampler(leader.pid, interval=0.05, deprioritize=True).start()
+        time.sleep(0.3)
+        series = sampler.stop()
+        assert os.getpriority(os.PRIO_PROCESS, leader.pid) == 10
+        ours = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, sender.pid) == ours  # not in the session
+        assert series.niced == ("record_processor",)
+        assert series.as_json()["niced"] == {"services": ["record_processor"], "nice": 10}
+    finally:
+        for p in (leader, sender):
+            p.kill()
+            p.wait()
