@@ -6,8 +6,8 @@ TTFT = first token written - request arrival, ITL = (last token - first token) /
 end-to-end = response finished - arrival. Printed: the relative error of the client's p50
 and p99 against the ground truth's p50 and p99 over the same requests, and the dispatch
 verdict ``load_generator_kept_up`` of the same run (a saturated client should fail it), and
-the client's own send time (AIPerf's HTTP trace: blocked + connecting + sending) as a share
-of the TTFT p50, which validity.json reports as a figure.
+the client's own mean send time (AIPerf's HTTP trace: blocked + connecting + sending), which
+validity.json reports as a figure.
 
 Client and server share this machine's cores, which no real deployment does: while AIPerf's
 processes (worker, record processors, timing) are busy, the server's event loop waits for a
@@ -111,7 +111,7 @@ class PointResult:
     matched: int
     send_ms: float
     receive_ms: float
-    client_send_share: float | None
+    client_send_mean_ms: float | None
 
 
 def points(quick: bool) -> list[Point]:
@@ -277,7 +277,7 @@ def compare(
         len(pairs),
         send,
         receive,
-        doc.dispatch.client_send_share_of_ttft,
+        None if doc.dispatch.client_send_ms is None else doc.dispatch.client_send_ms.mean,
     )
 
 
@@ -311,7 +311,7 @@ def render(results: list[PointResult]) -> str:
         gt = "/".join(f"{r.ground_truth_p50_ms[n]:.1f}" for n, _ in METRICS)
         verdict = r.kept_up.value + (f" ({', '.join(r.failed_checks)})" if r.failed_checks else "")
         transit = f"{r.send_ms:.2f}/{r.receive_ms:.2f}"
-        share = "n/a" if r.client_send_share is None else f"{r.client_send_share:.1%}"
+        share = "n/a" if r.client_send_mean_ms is None else f"{r.client_send_mean_ms:.2f} ms"
         lines.append(
             f"{r.point.label:<18}{r.placement:<14}{r.matched:>5}  {cells}  {gt:>24}  "
             f"{transit:>12}  {share:>11}  {verdict}"

@@ -41,6 +41,8 @@ PLANNED_SCHEDULE_FILE = "planned-schedule.json"
 """Every interval AIPerf's timing loop drew in the profiling phase (rate loads), as our
 plugin recorded it: when each request was due."""
 VALIDITY_FILE = "validity.json"
+CLIENT_USAGE_FILE = "client-usage.json"
+"""AIPerf's CPU time and the host's run queue, sampled while the load ran."""
 
 # --- A human run directory (one case, or one per sweep point / trial). ---
 REQUEST_FILE = "request.json"

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol, runtime_checkable
 
 from inferlab_bench.case.reset import ResetTarget
+from inferlab_bench.case.usage import UsageSeries
 from inferlab_bench.interrupts import Guard
 from inferlab_bench.protocol import BenchClientRequest, RawArtifact
 
@@ -59,6 +60,9 @@ class EngineOutcome:
     stopped_by: str | None = None
     """None, ``deadline`` or ``signal``: the stage, not the load generator, ended it."""
     duration: float = 0.0
+    usage: UsageSeries | None = None
+    """The load generator's CPU time and the host's run queue while it ran, when sampled
+    here (a local run); None where the load ran out of sight (a Kubernetes pod)."""
 
 
 @runtime_checkable

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO
 
 from inferlab_bench.atomic import fresh_text_file
+from inferlab_bench.case.usage import UsageSampler, UsageSeries
 from inferlab_bench.errors import LoadGeneratorError
 from inferlab_bench.interrupts import Guard
 
@@ -35,6 +36,8 @@ class RunOutcome:
     duration: float
     started_ns: int
     log_path: Path
+    usage: UsageSeries | None = None
+    """AIPerf's CPU time and the host's run queue while it ran (None: not on Linux)."""
 
 
 def aiperf_command(config_path: Path) -> list[str]:
@@ -61,6 +64,13 @@ def run_aiperf(
     started_ns, clock = time.time_ns(), time.monotonic()
     with guard.deferred() as stop, fresh_text_file(log_path) as log:
         process = _spawn(command, env)
+        # AIPerf leads its own session, so its services and workers are all in it; its
+        # bookkeeping services run at a lower priority than its sender (see UsageSampler).
+        sampler = (
+            UsageSampler(process.pid, deprioritize=True).start()
+            if UsageSampler.available()
+            else None
+        )
         pump = threading.Thread(target=_pump, args=(process, log, echo), daemon=True)
         pump.start()
         timed_out = _wait(process, stop_at, stop)
@@ -69,6 +79,7 @@ def run_aiperf(
         if process.poll() is None:
             _stop_group(process, _grace(guard))
         pump.join(timeout=max(0.1, min(5.0, guard.remaining())))
+        usage = sampler.stop() if sampler is not None else None
     return RunOutcome(
         command=command,
         exit_code=process.returncode,
@@ -77,6 +88,7 @@ def run_aiperf(
         duration=time.monotonic() - clock,
         started_ns=started_ns,
         log_path=log_path,
+        usage=usage,
     )
 
 

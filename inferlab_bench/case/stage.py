@@ -34,6 +34,7 @@ from inferlab_bench.case import (
     reset,
     server_metrics,
     slo,
+    usage,
 )
 from inferlab_bench.case.aiperf_log import failure_reason
 from inferlab_bench.case.aiperf_plugin.schedule import read_schedule
@@ -52,6 +53,7 @@ from inferlab_bench.errors import (
 from inferlab_bench.layout import (
     AIPERF_CONFIG_FILE,
     AIPERF_DIR,
+    CLIENT_USAGE_FILE,
     PLANNED_SCHEDULE_FILE,
     PROFILING_START_METRICS,
     REQUEST_BODY_FILE,
@@ -401,7 +403,8 @@ def _measure(case: _Case, outcome: EngineOutcome, *, reset_checked: bool) -> Ben
     normalized = metrics.normalize(summary, scope, slo_evidence)
     population = _population_lines(request)
     bounds = _prefix_bounds(case, records, population) if reset_checked else None
-    cold = _write_validity(case, records, population, bounds).cache.cold_start
+    client_usage = _client_usage(case, outcome)
+    cold = _write_validity(case, records, population, bounds, client_usage).cache.cold_start
     if len(case.metrics_window) == 2:
         _write_server_metrics(case, records)
     if cold is not None and not cold.cold:
@@ -483,6 +486,7 @@ def _write_validity(
     records: CaseRecords,
     population: list[dict[str, Any]] | None,
     prefix_bounds: tuple[int, ...] | None,
+    client_usage: validity.ClientUsage | None = None,
 ) -> validity.ValidityDocument:
     """validity.json: every measurement-validity verdict with the figures behind it."""
     request = case.request
@@ -504,6 +508,7 @@ def _write_validity(
         prefix_bounds=prefix_bounds,
         slo=request.definition.request_slo,
         schedule=_planned_schedule(case),
+        client_usage=client_usage,
     )
     case.write_json(VALIDITY_FILE, "validity", document.to_json_dict())
     return document
@@ -516,6 +521,22 @@ def _planned_schedule(case: _Case) -> PlannedSchedule | None:
         return None
     case.add("planned-schedule", "schedule", path)
     return read_schedule(path)
+
+
+def _client_usage(case: _Case, outcome: EngineOutcome) -> validity.ClientUsage | None:
+    """client-usage.json: AIPerf's CPU time and the host's run queue as sampled during the
+    run, and the same for the client-cost verdict (None when the load ran out of sight)."""
+    series = outcome.usage
+    if series is None:
+        return None
+    case.write_json(CLIENT_USAGE_FILE, "summary", series.as_json())
+    return validity.ClientUsage(
+        time_ns=series.time_ns,
+        cpu_seconds=series.cpu_seconds,
+        runnable=series.runnable,
+        host_cores=series.host_cores,
+        server_on_this_host=usage.is_this_host(case.request.endpoint.host),
+    )
 
 
 def _write_server_metrics(case: _Case, records: CaseRecords) -> None:

@@ -10,6 +10,12 @@ from inferlab_bench.validity.cache import (
     cold_start,
     first_wave,
 )
+from inferlab_bench.validity.client_cost import (
+    ClientCost,
+    ClientCostTolerances,
+    ClientUsage,
+    assess_client_cost,
+)
 from inferlab_bench.validity.digests import SequenceDigest, population_sha256, sequence_digest
 from inferlab_bench.validity.dispatch import DispatchFidelity, DispatchTolerances, assess_dispatch
 from inferlab_bench.validity.distribution import Distribution, describe
@@ -48,6 +54,9 @@ __all__ = [
     "ColdStart",
     "CaseFacts",
     "Check",
+    "ClientCost",
+    "ClientCostTolerances",
+    "ClientUsage",
     "DispatchFidelity",
     "DispatchTolerances",
     "Distribution",
@@ -67,6 +76,7 @@ __all__ = [
     "Verdict",
     "assess",
     "assess_cache",
+    "assess_client_cost",
     "cold_start",
     "first_wave",
     "phase_records",

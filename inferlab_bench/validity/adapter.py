@@ -17,6 +17,7 @@ from inferlab_bench import metric_tags as tags
 from inferlab_bench.errors import PopulationError
 from inferlab_bench.protocol import BenchLoadInput, BenchRequestSloInput
 from inferlab_bench.validity.assess import DEFAULT_TOLERANCES, CaseFacts, Tolerances, assess
+from inferlab_bench.validity.client_cost import ClientUsage
 from inferlab_bench.validity.failures import ErrorClass, classify
 from inferlab_bench.validity.inputs import Expectations, FloatArray, Int64Array, PhaseRecords
 from inferlab_bench.validity.report import ValidityDocument
@@ -173,6 +174,7 @@ def assess_case(
     slo: BenchRequestSloInput | None = None,
     schedule: PlannedSchedule | None = None,
     tolerances: Tolerances = DEFAULT_TOLERANCES,
+    client_usage: ClientUsage | None = None,
 ) -> ValidityDocument:
     """The validity document of one case from the case stage's parsed records.
 
@@ -188,5 +190,6 @@ def assess_case(
         prefix_bounds=prefix_bounds,
         slo=slo,
         schedule=schedule,
+        client_usage=client_usage,
     )
     return assess(phase_records(records.profiling), warmup, facts, tolerances)

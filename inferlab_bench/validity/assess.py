@@ -10,6 +10,11 @@ from inferlab_bench.load import Load
 from inferlab_bench.protocol import BenchLoadInput, BenchRequestSloInput
 from inferlab_bench.validity.cache import ColdStart, assess_cache, cold_start
 from inferlab_bench.validity.certify import BoundClaim, MetricCertification, bound_claim, certify
+from inferlab_bench.validity.client_cost import (
+    ClientCostTolerances,
+    ClientUsage,
+    assess_client_cost,
+)
 from inferlab_bench.validity.digests import sequence_digest
 from inferlab_bench.validity.dispatch import DispatchTolerances, assess_dispatch
 from inferlab_bench.validity.failures import assess_failures
@@ -32,6 +37,7 @@ class Tolerances:
     dispatch: DispatchTolerances = DispatchTolerances()
     prompt_tokens: TokenTolerance = TokenTolerance(rel=0.0)
     output_tokens: TokenTolerance = TokenTolerance(rel=0.0)
+    client_cost: ClientCostTolerances = ClientCostTolerances()
 
 
 DEFAULT_TOLERANCES = Tolerances()
@@ -52,6 +58,9 @@ class CaseFacts:
     """The request's SLO: each bound is certified at its good-request ratio."""
     schedule: PlannedSchedule | None = None
     """The rate loop's plan (our AIPerf plugin's record): when each request was due."""
+    client_usage: ClientUsage | None = None
+    """The client's CPU time and the host's run queue during the run; None: not sampled, and
+    then the document has no ``client_cost_low`` verdict."""
 
 
 def assess(
@@ -82,6 +91,9 @@ def assess(
         slo_bounds=certify_slo(profiling, facts.slo),
         scheduled_latency=scheduled_latency(profiling, facts.load, facts.schedule),
         steady_state=steady_state(profiling),
+        client_cost=None
+        if facts.client_usage is None
+        else assess_client_cost(profiling, facts.client_usage, tolerances.client_cost),
     )
 
 

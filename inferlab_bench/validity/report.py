@@ -10,6 +10,7 @@ from pydantic import Field
 from inferlab_bench.validity import words
 from inferlab_bench.validity.cache import CacheColdness
 from inferlab_bench.validity.certify import BoundClaim, MetricCertification
+from inferlab_bench.validity.client_cost import ClientCost
 from inferlab_bench.validity.digests import SequenceDigest
 from inferlab_bench.validity.dispatch import DispatchFidelity
 from inferlab_bench.validity.failures import FailedRequests
@@ -52,6 +53,8 @@ class ValidityDocument(Figures):
     """Where the run settled (MSER-5), and its figures over that window."""
     explanations: dict[str, str] = Field(default_factory=dict)
     """One plain sentence per entry of ``verdicts``, for a person."""
+    client_cost: ClientCost | None = None
+    """The verdict ``client_cost_low`` (None: the client's processes were not sampled)."""
 
     def to_json_dict(self) -> dict[str, Any]:
         """The document as plain JSON values (enums as their strings)."""
@@ -69,6 +72,7 @@ class ValidityDocument(Figures):
             self.output_tokens.check,
             *self.cache.checks,
             *((self.failures.check,) if self.failures is not None else ()),
+            *(self.client_cost.checks if self.client_cost is not None else ()),
         )
         return [c for c in checks if c.verdict is Verdict.FAIL]
 
@@ -87,6 +91,7 @@ def build_document(
     slo_bounds: Sequence[BoundClaim] = (),
     scheduled_latency: ScheduledLatency | None = None,
     steady_state: SteadyState | None = None,
+    client_cost: ClientCost | None = None,
 ) -> ValidityDocument:
     """Assemble the document; ``verdict`` combines the named verdicts."""
     verdicts: dict[str, Verdict] = {}
@@ -98,6 +103,8 @@ def build_document(
         "output_lengths_honored": output_tokens.verdict,
         "cache_cold": cache.cache_cold,
     }
+    if client_cost is not None:
+        verdicts["client_cost_low"] = client_cost.client_cost_low
     explanations: dict[str, str] = {}
     if failures is not None:
         explanations["requests_succeeded"] = words.requests_succeeded(failures)
@@ -107,6 +114,8 @@ def build_document(
         "output_lengths_honored": words.tokens_reconciled(output_tokens, "output"),
         "cache_cold": words.cache_cold(cache),
     }
+    if client_cost is not None:
+        explanations["client_cost_low"] = words.client_cost(client_cost)
     return ValidityDocument(
         verdict=combine(verdicts.values()),
         verdicts=verdicts,
@@ -124,6 +133,7 @@ def build_document(
         scheduled_latency=scheduled_latency,
         steady_state=steady_state,
         explanations=explanations,
+        client_cost=client_cost,
     )
 
 
@@ -136,6 +146,7 @@ def summary_lines(doc: ValidityDocument) -> list[str]:
         "prompt_tokens_reconciled": lambda: _token_figures(doc.prompt_tokens),
         "output_lengths_honored": lambda: _token_figures(doc.output_tokens),
         "cache_cold": lambda: _cache_figures(doc.cache),
+        "client_cost_low": lambda: _cost_figures(doc.client_cost) if doc.client_cost else "",
     }
     for name, verdict in doc.verdicts.items():
         lines.append(verdict_line(doc, name, verdict))
@@ -217,13 +228,27 @@ def _dispatch_figures(d: DispatchFidelity) -> str:
     if d.dispatch_delay_ms is not None:
         parts.append(f"dispatch delay p95 {d.dispatch_delay_ms.p95:.1f} ms")
     if d.client_send_ms is not None:
-        share = d.client_send_share_of_ttft
-        of_ttft = "" if share is None else f", {share:.1%} of TTFT p50"
-        parts.append(f"client send mean {d.client_send_ms.mean:.2f} ms{of_ttft}")
+        parts.append(f"client send mean {d.client_send_ms.mean:.2f} ms")
     failed = [c.name for c in d.checks if c.verdict is Verdict.FAIL]
     if failed:
         parts.append("failed: " + ", ".join(failed))
     return "; ".join(parts)
+
+
+def _cost_figures(c: ClientCost) -> str:
+    parts = []
+    if c.cpu_ms_per_request is not None:
+        parts.append(f"CPU {c.cpu_ms_per_request:.1f} ms per request")
+    if c.cores_used is not None:
+        parts.append(f"{c.cores_used:.2f} of {c.host_cores} cores")
+    if c.runnable_per_core is not None:
+        parts.append(f"run queue {c.runnable_per_core:.2f} per core")
+    if c.send_delay_ms is not None:
+        parts.append(f"send delay p95 {c.send_delay_ms.p95:.2f} ms")
+    failed = [check.name for check in c.checks if check.verdict is Verdict.FAIL]
+    if failed:
+        parts.append("failed: " + ", ".join(failed))
+    return "; ".join(parts) or c.in_words
 
 
 def _token_figures(t: TokenReconciliation) -> str:

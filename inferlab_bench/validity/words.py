@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from inferlab_bench.validity.cache import CacheColdness
+from inferlab_bench.validity.client_cost import ClientCost
 from inferlab_bench.validity.dispatch import DispatchFidelity
 from inferlab_bench.validity.failures import FailedRequests
 from inferlab_bench.validity.tokens import TokenReconciliation
@@ -107,6 +108,18 @@ _DISPATCH: dict[str, Callable[[Check, DispatchFidelity], str]] = {
     "client_send_share_of_ttft": _send_share,
     "enough_requests": _too_few,
 }
+
+
+def client_cost(cost: ClientCost) -> str:
+    """``client_cost_low``: its own sentence, with what to do when it failed."""
+    sentence = _capital(cost.in_words) + "."
+    if cost.client_cost_low is Verdict.FAIL:
+        sentence += (
+            " The client cost too much for these latencies to be the server's alone; "
+            + KUBE_HINT
+            + "."
+        )
+    return sentence
 
 
 def tokens_reconciled(t: TokenReconciliation, what: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -159,11 +160,32 @@ def test_validity_document_holds_every_verdict(warm_vllm: Ran, population: dict[
     assert doc["dispatch"]["dispatch_delay_ms"]["p50"] >= 0.0
     # AIPerf's HTTP trace gives the client's own send time, part of every latency it reports.
     assert doc["dispatch"]["client_send_ms"]["mean"] > 0.0
-    assert 0.0 < doc["dispatch"]["client_send_share_of_ttft"] < 0.5
+    assert "client_send_share_of_ttft" not in doc["dispatch"]  # retired for client_cost_low
+    # The client judged by its own cost, sampled from /proc while AIPerf ran.
+    cost = doc["client_cost"]
+    assert doc["verdicts"]["client_cost_low"] == cost["client_cost_low"]
+    assert cost["cpu_ms_per_request"] > 0.0 and cost["host_cores"] >= 1
+    assert cost["server_on_this_host"] is True  # the simulator answers on 127.0.0.1
+    assert cost["send_delay_ms"]["p50"] >= 0.0
+    assert "share this machine" in cost["in_words"]
+    usage = orjson.loads((warm_vllm.request.artifact_dir / "client-usage.json").read_bytes())
+    assert len(usage["time_ns"]) == len(usage["cpu_seconds"]) >= 2 and usage["processes"] > 2
+    assert "record_processor" in usage["niced"]["services"]  # off the timing path
     assert doc["population_sha256"] == population["sha256"]
     profiling = next(s for s in doc["sequences"] if s["phase"] == "profiling")
     sent = [f"inferlab-{i:08d}\n" for i in range(WARMUP, WARMUP + REQUESTS)]
     assert profiling["set_sha256"] == hashlib.sha256("".join(sent).encode()).hexdigest()
+
+
+def test_aiperf_waits_for_credits_instead_of_spinning(warm_vllm: Ran) -> None:
+    """Our request_rate strategy (warmup) and the reset one (profiling), both from our plugin:
+    a spinning loop passes thousands of times per request, a waiting one a few times."""
+    log = (warm_vllm.request.artifact_dir / "aiperf-output.log").read_text()
+    found = re.findall(r"inferlab: (\w+) issuing loop: (\d+) passes, (\d+) waits", log)
+    phases = {phase.lower().split(".")[-1]: (int(p), int(w)) for phase, p, w in found}
+    assert set(phases) == {"warmup", "profiling"}, log[-2000:]
+    passes, waits = phases["profiling"]
+    assert waits >= 1 and passes <= 4 * REQUESTS + 4
 
 
 def test_measured_latencies_match_ground_truth(warm_vllm: Ran) -> None:

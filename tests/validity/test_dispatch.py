@@ -92,24 +92,18 @@ def test_no_credit_times_make_the_delay_unknown() -> None:
     assert result.load_generator_kept_up is Verdict.UNKNOWN
 
 
-def test_a_slow_client_send_path_fails_its_share_of_ttft() -> None:
+def test_the_client_send_time_is_a_figure_not_a_check() -> None:
+    """Retired: the send time as a share of a TTFT the client itself inflates. The client is
+    judged by its own cost in client_cost_low (tests/validity/test_client_cost.py)."""
     starts = poisson_starts(20.0, 300)
-    quick = assess_dispatch(records(starts, send_ms=0.8, ttft_ms=50.0), rate(20.0))
-    assert checks(quick)["client_send_share_of_ttft"] is Verdict.PASS
-    assert quick.client_send_share_of_ttft == pytest.approx(0.016)
-    # A burst: a tenth of the requests waited 40 ms to be written (mean 4.7 ms, 9% of TTFT).
     bursty = np.full(300, 0.7)
     bursty[::10] = 40.7
-    slow = assess_dispatch(records(starts, send_ms=bursty, ttft_ms=50.0), rate(20.0))
-    assert checks(slow)["client_send_share_of_ttft"] is Verdict.FAIL
-    assert slow.load_generator_kept_up is Verdict.FAIL
-    assert slow.client_send_ms is not None and slow.client_send_ms.maximum == 40.7
-
-
-def test_no_http_trace_makes_the_send_share_unknown() -> None:
-    result = assess_dispatch(records(poisson_starts(20.0, 300), send_ms=None), rate(20.0))
-    assert checks(result)["client_send_share_of_ttft"] is Verdict.UNKNOWN
-    assert result.client_send_ms is None and result.client_send_share_of_ttft is None
+    result = assess_dispatch(records(starts, send_ms=bursty, ttft_ms=50.0), rate(20.0))
+    assert "client_send_share_of_ttft" not in checks(result)
+    assert result.load_generator_kept_up is Verdict.PASS
+    assert result.client_send_ms is not None and result.client_send_ms.maximum == 40.7
+    bare = assess_dispatch(records(starts, send_ms=None), rate(20.0))
+    assert bare.client_send_ms is None
 
 
 def test_held_concurrency_passes_when_slots_stay_busy() -> None:

@@ -1,1 +1,1 @@
-"""AIPerf plugin registry of inferlab-bench: the reset-after-warmup timing strategy."""
+"""AIPerf plugin registry of inferlab-bench: credit-waiting and reset-after-warmup strategies."""

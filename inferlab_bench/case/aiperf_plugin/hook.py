@@ -12,6 +12,8 @@ from inferlab_bench.case.reset import ResetTarget
 
 ENV_VAR = "INFERLAB_AIPERF_PLUGIN"
 """JSON of ``HookSettings``, set by our runner for the ``aiperf profile`` subprocess."""
+CREDIT_WAIT_ENV_VAR = "INFERLAB_CREDIT_WAIT"
+"""``1``: our request_rate strategy sleeps until a credit returns instead of spinning."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,205 @@
+"""The load generator's own cost, sampled from /proc while it runs: CPU time and the run queue.
+
+A thread reads, every ``interval`` seconds, the CPU time (user + system) of every process in
+AIPerf's session (our runner starts it as a session leader, so its workers and services are
+all in it) and the host's ``procs_running`` from /proc/stat. The samples are timestamped on
+the wall clock, as AIPerf's records are, so the validity checks can cut out the load window.
+Linux only; elsewhere nothing is sampled and the figures are unknown.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEFAULT_INTERVAL_SECONDS = 0.2
+PROC = Path("/proc")
+BOOKKEEPING_NICE = 10
+BOOKKEEPING_SERVICES = ("records_manager", "record_processor", "dataset_manager", "worker_manager")
+"""AIPerf services off the timing path: they handle records and datasets after the fact.
+The sender (worker), the credit issuer (timing_manager) and the message router
+(system_controller) keep their priority."""
+_TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+@dataclass(frozen=True)
+class UsageSeries:
+    """Samples of one run: wall-clock times, cumulative CPU seconds, runnable tasks."""
+
+    time_ns: tuple[int, ...] = ()
+    cpu_seconds: tuple[float, ...] = ()
+    """CPU time of the session's processes so far (a process that exited keeps its last)."""
+    runnable: tuple[int, ...] = ()
+    """Host-wide tasks running or waiting for a core, this sampler's own thread excluded."""
+    processes: int = 0
+    """Distinct processes seen in the session."""
+    niced: tuple[str, ...] = ()
+    """AIPerf services whose priority was lowered (``nice`` +10) while the load ran."""
+    host_cores: int = field(default_factory=lambda: os.cpu_count() or 1)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": 1,
+            "host_cores": self.host_cores,
+            "processes": self.processes,
+            "niced": {"services": list(self.niced), "nice": BOOKKEEPING_NICE},
+            "time_ns": list(self.time_ns),
+            "cpu_seconds": list(self.cpu_seconds),
+            "runnable": list(self.runnable),
+        }
+
+
+def session_cpu_seconds(session: int, seen: dict[int, float], proc: Path = PROC) -> float:
+    """CPU seconds of every process in ``session``; ``seen`` keeps exited ones' last value."""
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat_fields(entry / "stat")
+        if fields is None or int(fields[3]) != session:
+            continue
+        seen[int(entry.name)] = (int(fields[11]) + int(fields[12])) / _TICKS_PER_SECOND
+    return sum(seen.values())
+
+
+def procs_running(proc: Path = PROC) -> int | None:
+    """``procs_running`` of /proc/stat: tasks on a core or waiting for one, the reader included."""
+    try:
+        text = (proc / "stat").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("procs_running "):
+            return int(line.split()[1])
+    return None
+
+
+def is_this_host(host: str) -> bool | None:
+    """Whether ``host`` is an address of this machine (None: it does not resolve).
+
+    Loopback is; any other address is when a socket can be bound to it, which only an
+    address of one of this machine's interfaces allows. Nothing is sent anywhere.
+    """
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return None
+    for family, _, _, _, address in infos:
+        ip = str(address[0]).split("%")[0]
+        if ipaddress.ip_address(ip).is_loopback:
+            return True
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as probe:
+                probe.bind((ip, 0))
+            return True
+        except OSError:
+            continue
+    return False
+
+
+def _stat_fields(path: Path) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (which may hold spaces)."""
+    try:
+        text = path.read_bytes()
+    except OSError:
+        return None
+    close = text.rfind(b")")
+    return text[close + 2 :].decode().split() if close >= 0 else None
+
+
+def service_title(pid: int, proc: Path = PROC) -> str | None:
+    """The AIPerf service a process runs (``aiperf record_processor_1a2b3c4d`` -> its name)."""
+    try:
+        cmdline = (proc / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return None
+    found = _TITLE.match(cmdline.replace(b"\0", b" ").decode(errors="replace").strip())
+    return found.group(1) if found else None
+
+
+_TITLE = re.compile(r"aiperf (\w+?)(?:_[0-9a-f]{4,})?(?:\s|$)")
+
+
+class UsageSampler:
+    """Samples a session's CPU time and the run queue in a thread until ``stop``.
+
+    With ``deprioritize``, each AIPerf bookkeeping service (``BOOKKEEPING_SERVICES``) gets
+    ``nice`` +10 as soon as it has named itself: on a machine shared with the server, work
+    on finished records then waits for the server instead of delaying its next request.
+    """
+
+    def __init__(
+        self,
+        session: int,
+        interval: float = DEFAULT_INTERVAL_SECONDS,
+        *,
+        deprioritize: bool = False,
+    ) -> None:
+        self._session = session
+        self._deprioritize = deprioritize
+        self._judged: set[int] = set()
+        self._niced: list[str] = []
+        self._interval = interval
+        self._stop = threading.Event()
+        self._seen: dict[int, float] = {}
+        self._times: list[int] = []
+        self._cpu: list[float] = []
+        self._runnable: list[int] = []
+        self._thread = threading.Thread(target=self._loop, name="usage-sampler", daemon=True)
+
+    @staticmethod
+    def available() -> bool:
+        return (PROC / "stat").is_file()
+
+    def start(self) -> UsageSampler:
+        self._thread.start()
+        return self
+
+    def stop(self) -> UsageSeries:
+        """Take a last sample, end the thread and return the series."""
+        self._stop.set()
+        self._thread.join(timeout=5.0)
+        return UsageSeries(
+            tuple(self._times),
+            tuple(self._cpu),
+            tuple(self._runnable),
+            processes=len(self._seen),
+            niced=tuple(sorted(set(self._niced))),
+        )
+
+    def _loop(self) -> None:
+        while True:
+            self._sample()
+            if self._stop.wait(self._interval):
+                self._sample()
+                return
+
+    def _sample(self) -> None:
+        running = procs_running()
+        cpu = session_cpu_seconds(self._session, self._seen)
+        if self._deprioritize:
+            self._lower_bookkeeping()
+        if running is None:
+            return
+        self._times.append(time.time_ns())
+        self._cpu.append(cpu)
+        self._runnable.append(max(0, running - 1))
+
+    def _lower_bookkeeping(self) -> None:
+        for pid in self._seen.keys() - self._judged:
+            title = service_title(pid)
+            if title is None or title == "system_controller" and pid != self._session:
+                continue  # a child not yet renamed after its fork: judge it next time
+            self._judged.add(pid)
+            if title in BOOKKEEPING_SERVICES:
+                try:
+                    os.setpriority(os.PRIO_PROCESS, pid, BOOKKEEPING_NICE)
+                except OSError:
+                    continue
+                self._niced.append(title)

@@ -1,0 +1,217 @@
+"""Client cost: the load generator judged by what it spends, not by a share of what it distorts.
+
+The verdict ``client_cost_low`` over the profiling window (first request start to last
+request end), from samples the case stage took of /proc while AIPerf ran:
+
+- CPU time per request of the client's processes (AIPerf's whole process tree): a client
+  that polls instead of waiting spends tens of milliseconds of CPU per request at any load;
+- the host's run queue: tasks running or waiting for a core, per core, averaged over the
+  window. Above one, something waited for a core, and when the server runs on the same
+  machine that something may be the server, between a request's arrival and its first
+  token, where no client-side timing can see it;
+- send delay: from the moment AIPerf's timing strategy decided to send (``credit_issued_ns``)
+  until the request was written (request start plus AIPerf's traced send time), p95.
+
+Every figure comes with a sentence that says, in words, whether the client and the server
+share the machine and whether they competed for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from inferlab_bench.validity.distribution import Distribution, describe
+from inferlab_bench.validity.inputs import FloatArray, PhaseRecords
+from inferlab_bench.validity.verdict import (
+    Check,
+    Figures,
+    Verdict,
+    at_most,
+    combine_checks,
+    unknown,
+)
+
+NS_PER_S = 1e9
+NS_PER_MS = 1e6
+MIN_WINDOW_SAMPLES = 2
+
+
+@dataclass(frozen=True)
+class ClientUsage:
+    """What was sampled while the load ran (``case.usage.UsageSeries`` by its shape)."""
+
+    time_ns: tuple[int, ...]
+    cpu_seconds: tuple[float, ...]
+    """Cumulative CPU seconds of the client's processes at each sample."""
+    runnable: tuple[int, ...]
+    """Host-wide runnable tasks at each sample (the sampler excluded)."""
+    host_cores: int
+    server_on_this_host: bool | None = None
+    """True: the server answers on an address of this machine; None: not known."""
+
+
+@dataclass(frozen=True)
+class ClientCostTolerances:
+    """Bounds of ``client_cost_low`` (see docs/case.md for how they were measured)."""
+
+    max_cpu_ms_per_request: float = 20.0
+    max_runnable_per_core: float = 1.0
+    max_send_delay_p95_ms: float = 10.0
+
+
+class ClientCost(Figures):
+    """The verdict ``client_cost_low``, its figures and the sentence that says them."""
+
+    client_cost_low: Verdict
+    window_seconds: float | None = None
+    cpu_seconds: float | None = None
+    cpu_ms_per_request: float | None = None
+    cores_used: float | None = None
+    """Client CPU seconds per second of the window: how many cores it kept busy."""
+    host_cores: int | None = None
+    mean_runnable: float | None = None
+    max_runnable: int | None = None
+    runnable_per_core: float | None = None
+    server_on_this_host: bool | None = None
+    competed: bool | None = None
+    """Shared host and more runnable tasks than cores: client and server took turns."""
+    send_delay_ms: Distribution | None = None
+    checks: tuple[Check, ...] = ()
+    in_words: str = ""
+
+
+def interpolate(time_ns: FloatArray, values: FloatArray, at_ns: float) -> float:
+    """A cumulative series' value at ``at_ns`` (clamped to the first and last sample)."""
+    return float(np.interp(at_ns, time_ns, values))
+
+
+def window_usage(usage: ClientUsage, lo_ns: int, hi_ns: int) -> tuple[float, float, int] | None:
+    """CPU seconds spent in [lo, hi], mean and max runnable tasks there; None: too few samples."""
+    times = np.asarray(usage.time_ns, dtype=np.float64)
+    if times.size < MIN_WINDOW_SAMPLES or hi_ns <= lo_ns:
+        return None
+    if times[0] > hi_ns or times[-1] < lo_ns:
+        return None
+    cpu = np.asarray(usage.cpu_seconds, dtype=np.float64)
+    spent = interpolate(times, cpu, hi_ns) - interpolate(times, cpu, lo_ns)
+    inside = (times >= lo_ns) & (times <= hi_ns)
+    runnable = np.asarray(usage.runnable, dtype=np.float64)
+    if not inside.any():  # a window shorter than the sampling interval: the nearest sample
+        inside = np.abs(times - (lo_ns + hi_ns) / 2) == np.abs(times - (lo_ns + hi_ns) / 2).min()
+    return max(0.0, spent), float(runnable[inside].mean()), int(runnable[inside].max())
+
+
+def send_delays_ms(records: PhaseRecords) -> FloatArray | None:
+    """Per request, ms from the credit's issue until the request was written (None: unknown)."""
+    if records.credit_issued_ns is None:
+        return None
+    delay = (records.start_ns - records.credit_issued_ns).astype(np.float64) / NS_PER_MS
+    if records.client_send_ms is not None:
+        delay = delay + np.nan_to_num(records.client_send_ms)
+    return delay
+
+
+def assess_client_cost(
+    records: PhaseRecords,
+    usage: ClientUsage | None,
+    tol: ClientCostTolerances = ClientCostTolerances(),
+) -> ClientCost:
+    """``client_cost_low`` of one phase: CPU per request, run queue, send delay, in words."""
+    delays = send_delays_ms(records)
+    send = describe(delays) if delays is not None else None
+    send_check = (
+        unknown("send_delay_p95_ms", "AIPerf recorded no credit_issued_ns")
+        if send is None
+        else at_most(
+            "send_delay_p95_ms",
+            send.p95,
+            tol.max_send_delay_p95_ms,
+            "ms from the timing strategy's decision until the request was written",
+        )
+    )
+    window = _window(records, usage)
+    if usage is None or window is None:
+        reason = (
+            "the client's processes were not sampled (AIPerf ran elsewhere, or not on Linux)"
+            if usage is None
+            else "too few samples inside the load window"
+        )
+        checks: tuple[Check, ...] = (unknown("client_cpu_ms_per_request", reason), send_check)
+        return ClientCost(
+            client_cost_low=combine_checks(checks),
+            server_on_this_host=None if usage is None else usage.server_on_this_host,
+            send_delay_ms=send,
+            checks=checks,
+            in_words=f"client cost not measured: {reason}",
+        )
+    seconds, (cpu, mean_run, max_run) = window
+    n = max(len(records), 1)
+    per_request = cpu * 1e3 / n
+    per_core = mean_run / usage.host_cores
+    shared = usage.server_on_this_host
+    competed = None if shared is None else bool(shared and per_core > tol.max_runnable_per_core)
+    checks = (
+        at_most(
+            "client_cpu_ms_per_request",
+            per_request,
+            tol.max_cpu_ms_per_request,
+            f"{cpu:.2f} s of client CPU over {len(records)} requests",
+        ),
+        at_most(
+            "host_runnable_per_core",
+            per_core,
+            tol.max_runnable_per_core,
+            f"mean {mean_run:.2f} runnable tasks (max {max_run}) on {usage.host_cores} cores",
+        ),
+        send_check,
+    )
+    cost = ClientCost(
+        client_cost_low=combine_checks(checks),
+        window_seconds=seconds,
+        cpu_seconds=cpu,
+        cpu_ms_per_request=per_request,
+        cores_used=cpu / seconds,
+        host_cores=usage.host_cores,
+        mean_runnable=mean_run,
+        max_runnable=max_run,
+        runnable_per_core=per_core,
+        server_on_this_host=shared,
+        competed=competed,
+        send_delay_ms=send,
+        checks=checks,
+    )
+    return cost.model_copy(update={"in_words": in_words(cost)})
+
+
+def in_words(cost: ClientCost) -> str:
+    """One plain sentence: the client's cost, and whether it and the server competed."""
+    assert cost.cpu_ms_per_request is not None and cost.cores_used is not None
+    head = (
+        f"the client used {cost.cpu_ms_per_request:.1f} ms of CPU per request "
+        f"({cost.cores_used:.2f} of {cost.host_cores} cores)"
+    )
+    queue = f"{cost.mean_runnable:.1f} tasks wanted a core on average"
+    if cost.server_on_this_host is None:
+        where = "whether the server runs on this machine is not known"
+    elif not cost.server_on_this_host:
+        where = "the server runs on another machine"
+    elif cost.competed:
+        where = (
+            "client and server share this machine and competed for its cores: "
+            "server time in the latencies includes waits for a core"
+        )
+    else:
+        where = "client and server share this machine but did not compete for its cores"
+    return f"{head}; {queue}; {where}"
+
+
+def _window(
+    records: PhaseRecords, usage: ClientUsage | None
+) -> tuple[float, tuple[float, float, int]] | None:
+    if usage is None or len(records) == 0:
+        return None
+    lo, hi = int(records.start_ns.min()), int(records.end_ns.max())
+    found = window_usage(usage, lo, hi)
+    return None if found is None else ((hi - lo) / NS_PER_S, found)

@@ -1,0 +1,77 @@
+"""Sampling the load generator's cost from /proc: a real process tree, the real run queue."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from inferlab_bench.case.usage import UsageSampler, is_this_host, procs_running
+
+pytestmark = pytest.mark.skipif(not UsageSampler.available(), reason="needs Linux /proc")
+
+BURN = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass\n"
+
+
+def test_the_sampler_counts_a_session_and_its_children() -> None:
+    """A session leader that sleeps, with a child that burns 0.6 s of CPU: the child's time
+    is counted (it is in the session) and kept after it exits."""
+    code = (
+        "import subprocess, sys, time\n"
+        f"subprocess.run([sys.executable, '-c', {BURN.format(s=0.6)!r}])\n"
+        "time.sleep(0.5)\n"
+    )
+    leader = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    sampler = UsageSampler(leader.pid, interval=0.05).start()
+    leader.wait(timeout=30)
+    series = sampler.stop()
+    assert series.processes >= 2
+    assert 0.5 <= series.cpu_seconds[-1] <= 1.5
+    assert list(series.cpu_seconds) == sorted(series.cpu_seconds)  # cumulative
+    assert len(series.time_ns) == len(series.runnable) >= 5
+    assert series.as_json()["host_cores"] == (os.cpu_count() or 1)
+
+
+def test_a_process_outside_the_session_is_not_counted() -> None:
+    burner = subprocess.Popen([sys.executable, "-c", BURN.format(s=0.4)])
+    sleeper = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(0.8)"], start_new_session=True
+    )
+    sampler = UsageSampler(sleeper.pid, interval=0.05).start()
+    sleeper.wait(timeout=30)
+    burner.wait(timeout=30)
+    time.sleep(0.05)
+    assert sampler.stop().cpu_seconds[-1] < 0.2
+
+
+def test_run_queue_and_host_addresses() -> None:
+    running = procs_running()
+    assert running is not None and running >= 1  # this reader at least
+    assert is_this_host("127.0.0.1") is True and is_this_host("localhost") is True
+    # TEST-NET-1 (RFC 5737) is nobody's interface address: nothing can be bound to it.
+    assert is_this_host("192.0.2.1") is False
+    assert is_this_host("no-such-host.invalid") is None
+
+
+def test_bookkeeping_services_are_niced_and_the_sender_is_not() -> None:
+    """Processes titled as AIPerf titles its services (argv[0], as setproctitle leaves it)."""
+    leader = subprocess.Popen(
+        ["aiperf record_processor_1a2b3c4d", "3"], executable="/bin/sleep", start_new_session=True
+    )
+    sender = subprocess.Popen(["aiperf worker_9f8e7d6c", "3"], executable="/bin/sleep")
+    try:
+        sampler = UsageSampler(leader.pid, interval=0.05, deprioritize=True).start()
+        time.sleep(0.3)
+        series = sampler.stop()
+        assert os.getpriority(os.PRIO_PROCESS, leader.pid) == 10
+        ours = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, sender.pid) == ours  # not in the session
+        assert series.niced == ("record_processor",)
+        assert series.as_json()["niced"] == {"services": ["record_processor"], "nice": 10}
+    finally:
+        for p in (leader, sender):
+            p.kill()
+            p.wait()

@@ -1,0 +1,114 @@
+"""client_cost_low: the client judged by its CPU per request, the run queue and its send delay."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from inferlab_bench.protocol import ConcurrencyLimited
+from inferlab_bench.validity import (
+    CaseFacts,
+    ClientUsage,
+    Verdict,
+    assess,
+    assess_client_cost,
+    summary_lines,
+)
+from inferlab_bench.validity.client_cost import window_usage
+from tests.validity.builders import MS, T0, records
+
+N = 40
+STARTS = T0 + np.arange(N, dtype=np.int64) * 100 * MS  # one every 100 ms; each lasts 50 ms
+WINDOW_S = ((N - 1) * 100 + 50) / 1e3
+
+
+def usage(
+    cores_busy: float, runnable: int, *, shared: bool | None = True, cores: int = 2
+) -> ClientUsage:
+    """Samples every 100 ms from 1 s before the load to 1 s after, CPU at a steady rate."""
+    times = T0 - 10**9 + np.arange(0, int(WINDOW_S * 10) + 21) * 100 * MS
+    cpu = (times - times[0]) / 1e9 * cores_busy
+    return ClientUsage(
+        time_ns=tuple(int(t) for t in times),
+        cpu_seconds=tuple(float(c) for c in cpu),
+        runnable=(runnable,) * len(times),
+        host_cores=cores,
+        server_on_this_host=shared,
+    )
+
+
+def checks(cost: object) -> dict[str, Verdict]:
+    return {c.name: c.verdict for c in cost.checks}  # type: ignore[attr-defined]
+
+
+def test_a_light_client_passes_and_says_it_did_not_compete() -> None:
+    cost = assess_client_cost(records(STARTS), usage(0.05, 1))
+    assert cost.client_cost_low is Verdict.PASS, cost.checks
+    assert cost.cpu_ms_per_request == pytest.approx(0.05 * WINDOW_S * 1e3 / N, rel=1e-6)
+    assert cost.cores_used == pytest.approx(0.05)
+    assert cost.runnable_per_core == 0.5 and cost.competed is False
+    assert "share this machine but did not compete" in cost.in_words
+    assert cost.send_delay_ms is not None and cost.send_delay_ms.p50 == pytest.approx(1.5)
+
+
+def test_a_spinning_client_fails_its_cpu_per_request() -> None:
+    """A polling loop holds a core whatever the load: ~100 ms of CPU per 100 ms request gap."""
+    cost = assess_client_cost(records(STARTS), usage(0.95, 1))
+    assert checks(cost)["client_cpu_ms_per_request"] is Verdict.FAIL
+    assert cost.client_cost_low is Verdict.FAIL
+    assert cost.cpu_ms_per_request is not None and cost.cpu_ms_per_request > 90
+
+
+def test_more_runnable_tasks_than_cores_on_a_shared_host_is_competition() -> None:
+    cost = assess_client_cost(records(STARTS), usage(0.05, 5))
+    assert checks(cost)["host_runnable_per_core"] is Verdict.FAIL
+    assert cost.competed is True
+    assert "share this machine and competed for its cores" in cost.in_words
+    elsewhere = assess_client_cost(records(STARTS), usage(0.05, 5, shared=False))
+    assert elsewhere.competed is False and "another machine" in elsewhere.in_words
+    unknown_host = assess_client_cost(records(STARTS), usage(0.05, 1, shared=None))
+    assert unknown_host.competed is None and "not known" in unknown_host.in_words
+
+
+def test_a_late_send_fails_the_send_delay() -> None:
+    late = records(STARTS, issued_ns=STARTS - 30 * MS)
+    cost = assess_client_cost(late, usage(0.05, 1))
+    assert checks(cost)["send_delay_p95_ms"] is Verdict.FAIL
+    assert cost.send_delay_ms is not None and cost.send_delay_ms.p95 == pytest.approx(30.5)
+
+
+def test_samples_outside_the_window_make_it_unknown() -> None:
+    before = usage(0.05, 1)
+    early = ClientUsage(
+        time_ns=tuple(t - 60 * 10**9 for t in before.time_ns),
+        cpu_seconds=before.cpu_seconds,
+        runnable=before.runnable,
+        host_cores=2,
+    )
+    cost = assess_client_cost(records(STARTS), early)
+    assert cost.client_cost_low is Verdict.UNKNOWN
+    assert "too few samples" in cost.in_words
+
+
+def test_window_usage_interpolates_the_cumulative_cpu() -> None:
+    series = ClientUsage(
+        time_ns=(0, 10, 20), cpu_seconds=(0.0, 1.0, 3.0), runnable=(1, 3, 5), host_cores=1
+    )
+    found = window_usage(series, 5, 15)
+    assert found == (pytest.approx(1.5), 3.0, 3)
+    assert window_usage(series, 30, 40) is None
+
+
+def test_the_document_carries_the_verdict_and_its_words() -> None:
+    facts = CaseFacts(
+        load=ConcurrencyLimited(kind="concurrency_limited", concurrency=1),
+        client_usage=usage(0.95, 5),
+    )
+    doc = assess(records(STARTS), None, facts)
+    assert doc.verdicts["client_cost_low"] is Verdict.FAIL
+    assert {c.name for c in doc.failed_checks()} >= {
+        "client_cpu_ms_per_request",
+        "host_runnable_per_core",
+    }
+    line = next(x for x in summary_lines(doc) if x.startswith("  client cost low"))
+    assert "competed for its cores" in line and "failed: client_cpu_ms_per_request" in line
