@@ -21,7 +21,7 @@ SUBSTANTIVE = (
     "cache_cold",
 )
 # Verdicts about the client's own timing: reported beside the numbers, which stay comparable.
-CAVEATS = ("load_generator_kept_up",)
+CAVEATS = ("load_generator_kept_up", "client_cost_low")
 
 
 @dataclass(frozen=True)
