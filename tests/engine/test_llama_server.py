@@ -86,7 +86,7 @@ def test_human_run_at_a_rate(start_server: StartServer, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads((out / "result.json").read_text())
     assert (result["completed_requests"], result["failed_requests"]) == (10, 0)
-    assert "requests succeeded: pass (all 10 requests succeeded)" in proc.stdout
+    assert "requests succeeded: pass. All 10 requests succeeded." in proc.stdout
     assert "prompt tokens reconciled: unknown" in proc.stdout  # synthetic prompts: no evidence
     assert "output lengths honored: pass" in proc.stdout
     # Not --strict: a fresh connection per request is part of every TTFT, and against a model
