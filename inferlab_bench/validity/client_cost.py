@@ -56,7 +56,9 @@ class ClientUsage:
 class ClientCostTolerances:
     """Bounds of ``client_cost_low`` (see docs/case.md for how they were measured)."""
 
-    max_cpu_ms_per_request: float = 20.0
+    max_cpu_ms_per_request: float = 50.0
+    """A waiting AIPerf spends 8-25 ms per 64-token request (most at c=1, where a cost per
+    second of run dominates); a spinning one 200-500 ms at c=1 and 20-40 ms at c=16."""
     max_runnable_per_core: float = 1.0
     max_send_delay_p95_ms: float = 10.0
 
