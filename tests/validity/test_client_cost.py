@@ -110,5 +110,8 @@ def test_the_document_carries_the_verdict_and_its_words() -> None:
         "client_cpu_ms_per_request",
         "host_runnable_per_core",
     }
-    line = next(x for x in summary_lines(doc) if x.startswith("  client cost low"))
-    assert "competed for its cores" in line and "failed: client_cpu_ms_per_request" in line
+    lines = summary_lines(doc)
+    at = next(i for i, x in enumerate(lines) if x.startswith("  client cost low"))
+    sentence, figures = lines[at], lines[at + 1]  # the verdict's sentence, then its figures
+    assert "competed for its cores" in sentence and "--engine kube" in sentence
+    assert figures.strip().startswith("figures:") and "failed: client_cpu_ms_per_request" in figures
