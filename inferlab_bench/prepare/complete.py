@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from inferlab_bench.errors import TokenizerError
 from inferlab_bench.prepare.materialize import UNCOUNTED, Conversation
+from inferlab_bench.prepare.pretoken import WordMemory
 from inferlab_bench.prepare.table import int_column
 from inferlab_bench.prepare.tokenize import ChatTokenizer
 
@@ -102,9 +103,15 @@ def count_on_all_cores(
         context = multiprocessing.get_context("fork")
         with context.Pool(count - 1, initializer=_quiet_tokenizers) as pool:
             pending = pool.map_async(_count_share, range(1, count))
-            shares = [tok.count_texts(texts[0::count]), *pending.get()]
+            mine = tok.count_texts(texts[0::count])
+            theirs = pending.get()
     finally:
         _SHARED.clear()
+    shares = [mine]
+    for share, learned in theirs:
+        shares.append(share)
+        if learned is not None:
+            tok.absorb_words(learned)  # kept for the next run with the parent's own
     counts = [0] * len(texts)
     for k, share in enumerate(shares):
         counts[k::count] = share
@@ -115,9 +122,9 @@ def _quiet_tokenizers() -> None:
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
 
-def _count_share(k: int) -> list[int]:
+def _count_share(k: int) -> tuple[list[int], WordMemory | None]:
     tok: ChatTokenizer = _SHARED["tok"]
-    return tok.count_texts(_SHARED["texts"][k :: _SHARED["step"]])
+    return tok.count_texts(_SHARED["texts"][k :: _SHARED["step"]]), tok.learned_words()
 
 
 def _check(c: Chosen, n_input: int, n_target: int, max_input: int) -> None:

@@ -100,6 +100,8 @@ def _run(
         raise InsufficientEntriesError(request.required_entries, census.admitted)
     rows = _chosen_rows(table, chosen, acquired.path)
     counted = complete_counts(rows, tokenizer, source.max_input_tokens)
+    if tokenizer.used is not None:
+        tokenstore.keep_words(tokenizer.used, tokenizer_id)
     completed = with_counts(table, counted)
     if completed is not None:
         tokencache.store_table(key, completed)  # the next preparation need not count these
@@ -169,8 +171,16 @@ class _OnDemand:
         if self._tok is not None:
             return self._tok  # the real one is at hand: it counts the same
         if not self._kept:
-            self._kept.append(tokenstore.load(*self._args, self._fingerprint))
+            kept = tokenstore.load(*self._args, self._fingerprint)
+            if kept is not None:
+                tokenstore.recall_words(kept, self._fingerprint)
+            self._kept.append(kept)
         return self._kept[0]
+
+    @property
+    def used(self) -> ChatTokenizer | None:
+        """The tokenizer that counted: the real one if made, else the kept one."""
+        return self._tok or (self._kept[0] if self._kept else None)
 
     @property
     def made(self) -> ChatTokenizer | None:

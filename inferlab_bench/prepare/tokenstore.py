@@ -26,12 +26,16 @@ import orjson
 
 from inferlab_bench.atomic import write_bytes_atomic
 from inferlab_bench.errors import InferlabError
+from inferlab_bench.prepare import pretoken
 from inferlab_bench.prepare.cache import cache_home
+from inferlab_bench.prepare.pretoken import WordMemory
 from inferlab_bench.prepare.template import Plans
 from inferlab_bench.prepare.tokenize import ChatTokenizer
 from inferlab_bench.tokenizer import load_backend, save_backend
 
 STORE_VERSION = 1
+_MAX_WORDS = 2_000_000
+"""A word memory past this many words is not grown further (about 60 MB of JSON)."""
 
 
 def _directory() -> Path:
@@ -138,3 +142,51 @@ def _facts(fingerprint: str, template_kwargs: Mapping[str, Any]) -> dict[str, An
 
 def _strings(values: Any) -> bool:
     return isinstance(values, list) and all(isinstance(v, str) for v in values)
+
+
+def words_path(fingerprint: str) -> Path:
+    return _directory() / f"{fingerprint}.words.json"
+
+
+def recall_words(tok: ChatTokenizer, fingerprint: str) -> None:
+    """Give ``tok`` the word counts and character verdicts kept by earlier runs with this
+    tokenizer (``keep_words``), if any: a run with another seed then models and probes
+    only what is new to it. Each entry is what ``pretoken`` computes from the backend
+    alone, and the fingerprint covers the backend (files and library versions); the
+    memory also names the split rules that judged the characters, and one kept under
+    other rules, damaged or foreign is not used."""
+    try:
+        kept = orjson.loads(words_path(fingerprint).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return
+    same = (
+        isinstance(kept, dict)
+        and kept.get("version") == STORE_VERSION
+        and kept.get("fingerprint") == fingerprint
+        and kept.get("rules") == pretoken.RULES_IDENTITY
+    )
+    words, chars = (kept.get("words"), kept.get("chars")) if same else (None, None)
+    if not (isinstance(words, dict) and isinstance(chars, dict)):
+        return
+    if not all(type(n) is int and n > 0 for n in words.values()):
+        return
+    if not all(type(ok) is bool and len(c) == 1 for c, ok in chars.items()):
+        return
+    tok.remember_words(WordMemory(words, chars))
+
+
+def keep_words(tok: ChatTokenizer, fingerprint: str) -> None:
+    """Keep what ``tok`` knows of words and characters for the next run, when this run
+    learned something (a failure to write only costs the next run the modelling)."""
+    memory = tok.word_memory()
+    if memory is None or len(memory.words) > _MAX_WORDS:
+        return
+    kept = {
+        "version": STORE_VERSION,
+        "fingerprint": fingerprint,
+        "rules": pretoken.RULES_IDENTITY,
+        "words": memory.words,
+        "chars": memory.chars,
+    }
+    with contextlib.suppress(OSError, InferlabError):
+        write_bytes_atomic(words_path(fingerprint), orjson.dumps(kept))
