@@ -232,6 +232,46 @@ def test_a_warm_run_with_another_seed_never_imports_transformers(
     ).read_bytes()
 
 
+def test_a_warm_run_whose_helper_cannot_count_loads_the_real_tokenizer(
+    dataset: Any, tmp_path: Path, isolated_cache: Path
+) -> None:
+    """A kept backend that cannot be read: the helper answers None, the real tokenizer
+    counts, and the population is the one a cold run freezes."""
+    source, catalog = dataset(json.loads(REAL_SAMPLE.read_text()))
+    cold = prep_request(source, catalog, tmp_path / "cold", required=20, seed=1)
+    assert run_prepare(cold, catalog_dir=catalog).status.value == "succeeded"
+    tokenstore.backend_path(fingerprint(QWEN_DIR)).write_text("{ cut")
+    warm = prep_request(source, catalog, tmp_path / "warm", required=20, seed=2)
+    assert run_prepare(warm, catalog_dir=catalog).status.value == "succeeded"
+    manifest = json.loads((tmp_path / "warm" / "preparation-manifest.json").read_text())
+    assert manifest["tokenizer_loaded"] == "transformers"
+    assert manifest["chosen_entries_counted_now"] > 0
+    isolated_cache.rename(tmp_path / "old-cache")
+    fresh = prep_request(source, catalog, tmp_path / "fresh", required=20, seed=2)
+    assert run_prepare(fresh, catalog_dir=catalog).status.value == "succeeded"
+    population = "population.jsonl"
+    assert (tmp_path / "warm" / population).read_bytes() == (
+        tmp_path / "fresh" / population
+    ).read_bytes()
+
+
+def test_the_helper_counts_as_the_real_tokenizer_and_always_ends(isolated_cache: Path) -> None:
+    kept, real = _kept(QWEN_DIR)
+    texts = [real.render(chat) for chat in _chats()] + ADVERSARIAL
+    helper = tokenstore.KeptCounter.start(QWEN_DIR, {}, fingerprint(QWEN_DIR))
+    assert helper is not None
+    chat = _chats()[0]
+    assert helper.planned(chat) == real.render(chat)
+    assert helper.count(texts) == real.count_texts(texts)
+    helper.close(wait=True)
+    assert not helper._process.is_alive()
+    idle = tokenstore.KeptCounter.start(QWEN_DIR, {}, fingerprint(QWEN_DIR))
+    assert idle is not None
+    idle.close(wait=True)  # never asked: stopped, not waited for
+    assert not idle._process.is_alive() and not idle.counted
+    assert tokenstore.KeptCounter.start(QWEN_DIR, {"other": 1}, fingerprint(QWEN_DIR)) is None
+
+
 def _env() -> dict[str, str]:
     import os
 
