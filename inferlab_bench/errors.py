@@ -23,6 +23,9 @@ thing, what was expected, what was found. ``hint`` says what to do about it.
     │   └── InterruptedStageError    SIGTERM/SIGINT stopped the stage
     ├── RecordsError             AIPerf's outputs are missing, corrupt or inconsistent
     ├── MetricsError             a required metric is missing or not finite
+    ├── BundleError              a published bundle cannot be written, read or trusted
+    │   └── ReproductionError        a bundle's case cannot be reproduced as recorded
+    ├── BaselineError            a peer tool's result file cannot be read as a baseline
     └── OutputError              a file we must write is not safe or possible to write
 """
 
@@ -138,6 +141,18 @@ class RecordsError(InferlabError):
 
 class MetricsError(InferlabError):
     """A metric required by the normalization schema is missing or not finite."""
+
+
+class BundleError(InferlabError):
+    """A bundle is unsafe, damaged or inconsistent; the message names the member."""
+
+
+class ReproductionError(BundleError):
+    """A bundle's inputs cannot be rebuilt or reused here (names the differing input)."""
+
+
+class BaselineError(InferlabError):
+    """A vLLM or GuideLLM result file cannot be read as the published side."""
 
 
 class OutputError(InferlabError):

@@ -19,7 +19,7 @@ ALLOWED: dict[str, set[str]] = {
     "metric_tags": set(),
     "load": {"errors", "protocol"},
     "interrupts": {"errors"},
-    "tokenizer": {"errors"},
+    "tokenizer": {"errors", "atomic"},  # the kept tokenizer backend is written atomically
     "versions": {"protocol"},
     "prepare": {
         "errors",
@@ -96,6 +96,24 @@ ALLOWED: dict[str, set[str]] = {
         "layout",
         "load",
         "metric_tags",
+        "case",
+        "validity",
+        "report",
+        "runs",
+    },
+    # Publishing and reproducing sits beside runs (it reuses its workflows), below the CLI.
+    "publish": {
+        "errors",
+        "protocol",
+        "atomic",
+        "progress",
+        "versions",
+        "layout",
+        "load",
+        "metric_tags",
+        "interrupts",
+        "tokenizer",
+        "prepare",
         "case",
         "validity",
         "report",

@@ -25,6 +25,8 @@ COMMANDS = (
     "capacity",
     "report",
     "compare",
+    "bundle",
+    "reproduce",
     "demo",
     "dataset",
     "simulate",

@@ -4,9 +4,20 @@ from __future__ import annotations
 
 import argparse
 
+from rich.text import Text
+
 from inferlab_bench.cli.flags import bind, with_flags
 from inferlab_bench.cli.render import print_json, report_error, show
 from inferlab_bench.errors import InferlabError
+from inferlab_bench.publish.baselines import (
+    baseline_document,
+    judge_against,
+    load_baseline,
+    our_cases,
+    peer_kind,
+)
+from inferlab_bench.publish.comparable import as_document
+from inferlab_bench.publish.tables import case_lines, verdict_table
 from inferlab_bench.report.compare import compare_trial_sets
 from inferlab_bench.report.rundir import load_trials
 from inferlab_bench.report.tables import comparison_table
@@ -20,7 +31,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         argument_default=argparse.SUPPRESS,
     )
     parser.add_argument(
-        "a", help="run directory, result.json, or a `run --trials` folder (baseline)"
+        "a",
+        help="run directory, result.json, a `run --trials` folder, or a peer's result file "
+        "(vllm bench serve --save-result JSON, GuideLLM benchmarks.json) (baseline)",
     )
     parser.add_argument(
         "b", help="run directory, result.json, or a `run --trials` folder (candidate)"
@@ -36,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: CompareFlags) -> int:
+    if peer_kind(args.a) is not None:
+        return _against_peer(args)
     try:
         a, b = load_trials(args.a), load_trials(args.b)
     except InferlabError as exc:
@@ -45,4 +60,23 @@ def _run(args: CompareFlags) -> int:
         print_json(comparison.as_json())
     else:
         show(comparison_table(comparison, str(args.a), str(args.b)))
+    return 0
+
+
+def _against_peer(args: CompareFlags) -> int:
+    """A peer's file as the published side, each of our cases judged against it."""
+    try:
+        baseline = load_baseline(args.a)
+        verdicts = judge_against(baseline, our_cases(args.b))
+    except InferlabError as exc:
+        return report_error(exc)
+    if args.as_json:
+        print_json({"baseline": baseline_document(baseline), "cases": as_document(verdicts)})
+        return 0
+    for case in verdicts:
+        show(
+            verdict_table(case, title=f"{case.label}: {baseline.tool} ({args.a.name}) vs {args.b}")
+        )
+        for line in case_lines(case):
+            show(Text(line))
     return 0

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from rich.text import Text
 
+from inferlab_bench.atomic import write_bytes_atomic
 from inferlab_bench.cli.flags import bind, with_flags
 from inferlab_bench.cli.outcome import cases_document, show_verdicts
 from inferlab_bench.cli.render import print_json, report_error, show
 from inferlab_bench.errors import InferlabError, RequestError
+from inferlab_bench.publish.html import build_page
 from inferlab_bench.report.figures import case_plots
 from inferlab_bench.report.rundir import find_cases, trial_summaries
 from inferlab_bench.report.tables import case_table, sweep_table
@@ -27,6 +30,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument(
         "--json", dest="as_json", action="store_true", help="print the results as JSON"
     )
+    parser.add_argument(
+        "--html", help="also write one self-contained HTML page (run, sweep, bundle, reproduction)"
+    )
     bind(parser, run)
 
 
@@ -35,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: ReportFlags) -> int:
+    if args.html is not None:
+        return _html(args.directory, args.html)
     try:
         cases = find_cases(args.directory)
         if not cases:
@@ -56,4 +64,13 @@ def _run(args: ReportFlags) -> int:
     if not args.no_plots:
         for path in case_plots(cases, args.directory / "plots"):
             show(Text(f"plot: {path}"))
+    return 0
+
+
+def _html(directory: Path, target: Path) -> int:
+    try:
+        write_bytes_atomic(target, build_page(directory).encode())
+    except InferlabError as exc:
+        return report_error(exc)
+    show(Text(f"html: {target}"))
     return 0

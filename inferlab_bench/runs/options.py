@@ -314,12 +314,50 @@ class ReportFlags(FlagModel):
     directory: ExistingDir
     no_plots: bool = False
     as_json: bool = False
+    html: WritableFile | None = None
 
 
 class CompareFlags(FlagModel):
     a: ExistingPath
     b: ExistingPath
     as_json: bool = False
+
+
+_BUNDLE_HINT = "`bundle DIR --out NAME.tar.gz`, or `bundle --verify NAME.tar.gz`"
+
+
+class BundleFlags(FlagModel):
+    """``bundle DIR --out FILE [--no-records]`` or ``bundle --verify FILE``."""
+
+    RULES = (
+        Conflicts("verify", "directory", _BUNDLE_HINT),
+        Conflicts("verify", "out", _BUNDLE_HINT),
+        Conflicts("verify", "no_records", _BUNDLE_HINT),
+        Required(("directory", "out"), "verify", _BUNDLE_HINT),
+    )
+    directory: ExistingDir | None = None
+    out: WritableFile | None = None
+    no_records: bool = False
+    verify: ExistingFile | None = None
+    as_json: bool = False
+
+
+class ReproduceFlags(FlagModel):
+    """``reproduce BUNDLE --url --model --tokenizer --out [--trials N] [--reprepare]``."""
+
+    RULES = (Needs("dataset", ("reprepare",), "--dataset is read only to prepare again"),)
+    bundle: ExistingFile
+    url: Url
+    model: Text
+    tokenizer: ExistingDir
+    out: WritableDir
+    trials: Trials = 3
+    reprepare: bool = False
+    dataset: ExistingFile | None = None
+    baseline: ExistingFile | None = None
+    tolerance: Annotated[float, Field(ge=0.0, lt=1.0, allow_inf_nan=False)] = 0.05
+    as_json: bool = False
+    verbose: bool = False
 
 
 class DemoFlags(FlagModel):
@@ -402,6 +440,8 @@ def simulator_config(flags: FlagModel) -> SimulatorConfig:
 __all__ = [
     "CapacityFlags",
     "CapacityJsonFlags",
+    "BundleFlags",
+    "ReproduceFlags",
     "CaseCommandFlags",
     "CaseFlags",
     "CompareFlags",

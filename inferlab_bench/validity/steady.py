@@ -13,10 +13,10 @@ latency; requests still running at the last send (the drain) are left out.
    of the batches kept; the truncation is the d that minimizes it. The window starts at the
    latest truncation of the three series and ends at the last send.
 2. Whether what remains is level: a series still moving has a trend. Over the kept batch
-   means, Kendall's tau against time must not be significant (p < 0.01) together with a
-   Theil-Sen slope that moves the series by more than a quarter of its median across the
-   window. An overloaded open loop fails this (its queue, and every latency, keeps growing);
-   a noisy but level run passes it.
+   means, Kendall's tau against time must not be significant (p < 0.001) together with a
+   Theil-Sen slope that moves the series by more than half its median across the window.
+   An overloaded open loop fails this (its queue, and every latency, keeps growing); a
+   noisy but level run passes it.
 
 Fewer than ``MIN_BATCHES`` batches are not judged: neither step has anything to stand on.
 """
@@ -30,10 +30,12 @@ from inferlab_bench.validity.verdict import Figures, Verdict
 
 BATCH = 5
 MIN_BATCHES = 10
-TREND_P = 0.01
-TREND_SHARE = 0.25
-"""A kept series with a significant trend (Kendall p < 0.01) that moves it by more than a
-quarter of its median across the window has not settled."""
+TREND_P = 0.001
+TREND_SHARE = 0.5
+"""A kept series with a significant trend (Kendall p < 0.001) that moves it by more than half
+its median across the window has not settled. A queue that keeps growing passes both by far
+(p below 1e-9, a change of many medians); a shared machine's bursts can pass the looser
+0.01 and 25% in a level run, which is why the bounds sit here."""
 NS_PER_S = 1e9
 PERCENTILES = (50.0, 90.0, 99.0)
 

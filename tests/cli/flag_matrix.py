@@ -40,6 +40,8 @@ STAGES = {
     "inferlab_bench.cli.compare": ("load_trials",),
     "inferlab_bench.cli.demo": ("run_demo",),
     "inferlab_bench.cli.capacity": ("run_capacity", "run_json_command"),
+    "inferlab_bench.cli.bundle": ("write_bundle", "read_bundle"),
+    "inferlab_bench.cli.reproduce": ("reproduce",),
 }
 
 
@@ -143,6 +145,22 @@ COMMANDS = (
     Command(("report",), options.ReportFlags, lambda f: {"directory": str(f.directory)}),
     Command(
         ("compare",), options.CompareFlags, lambda f: {"a": str(f.directory), "b": str(f.file)}
+    ),
+    Command(
+        ("bundle",),
+        options.BundleFlags,
+        lambda f: {"directory": str(f.directory), "out": str(f.out / "b.tar.gz")},
+    ),
+    Command(
+        ("reproduce",),
+        options.ReproduceFlags,
+        lambda f: {
+            "bundle": str(f.file),
+            "url": "http://127.0.0.1:9",
+            "model": "m",
+            "tokenizer": str(f.directory),
+            "out": str(f.out),
+        },
     ),
     Command(
         ("demo",),

@@ -1,0 +1,1 @@
+"""Publishing and reproducing results: bundles, reproduction verdicts, peers' files, one page."""

@@ -1,0 +1,317 @@
+"""Pure verdicts of a reproduction: per metric, same within noise / faster / slower, or not
+comparable, with the difference, its confidence interval and the test that gave it.
+
+Percentiles (TTFT, TPOT/ITL, E2E at p50/p90/p99) are judged by a bootstrap over per-request
+records: trials are resampled, then requests within each trial, so both the request-to-request
+and the trial-to-trial spread widen the interval. Throughput and goodput are one number per
+trial, so they are judged over trials (Welch's t interval; a t prediction interval when one
+side has a single trial). A difference is called ``faster``/``slower`` only when its interval
+excludes zero and it is at least ``tolerance`` of the published value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from inferlab_bench.validity.trials import t_quantile
+
+Word = Literal["same within noise", "faster", "slower", "not comparable"]
+Samples = Mapping[str, npt.NDArray[np.float64]]
+
+LATENCIES = (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT/ITL"), ("request_latency_ms", "E2E"))
+QUANTILES = (50, 90, 99)
+PERCENTILE_METRICS = tuple(
+    (f"p{q}_{column}", column, q) for column, _ in LATENCIES for q in QUANTILES
+)
+TRIAL_METRICS = ("output_throughput", "goodput")
+HIGHER_IS_FASTER = frozenset(TRIAL_METRICS)
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison: each trial's metrics and (when known) its per-request values."""
+
+    metrics: tuple[Mapping[str, float], ...]
+    samples: tuple[Samples, ...] = ()
+
+    @property
+    def trials(self) -> int:
+        return len(self.metrics)
+
+    def columns(self, column: str) -> list[npt.NDArray[np.float64]] | None:
+        """Each trial's finite values of ``column``; None unless every trial has some."""
+        if len(self.samples) != self.trials or not self.samples:
+            return None
+        found = [np.asarray(s.get(column, []), dtype=np.float64) for s in self.samples]
+        found = [v[np.isfinite(v)] for v in found]
+        return found if all(v.size for v in found) else None
+
+    def values(self, metric: str) -> list[float] | None:
+        if not self.metrics or not all(metric in m for m in self.metrics):
+            return None
+        return [float(m[metric]) for m in self.metrics]
+
+
+@dataclass(frozen=True)
+class Settings:
+    confidence: float = 0.95
+    tolerance: float = 0.05
+    """Smallest relative difference called faster/slower (below it: same within noise)."""
+    resamples: int = 2000
+    seed: int = 0
+
+
+DEFAULT_SETTINGS = Settings()
+
+
+@dataclass(frozen=True)
+class MetricVerdict:
+    metric: str
+    verdict: Word
+    published: float | None = None
+    reproduced: float | None = None
+    difference: float | None = None
+    relative: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    test: str = ""
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class CaseVerdict:
+    label: str
+    published_trials: int
+    reproduced_trials: int
+    metrics: tuple[MetricVerdict, ...]
+    not_comparable: tuple[str, ...] = ()
+    caveats: tuple[str, ...] = ()
+    limits: tuple[str, ...] = field(default_factory=tuple)
+
+    def of(self, metric: str) -> MetricVerdict | None:
+        return next((m for m in self.metrics if m.metric == metric), None)
+
+
+def judge_case(
+    label: str,
+    published: Side,
+    reproduced: Side,
+    *,
+    not_comparable: Sequence[str] = (),
+    caveats: Sequence[str] = (),
+    settings: Settings = DEFAULT_SETTINGS,
+) -> CaseVerdict:
+    """Every headline metric of one case; all ``not comparable`` when a reason is given."""
+    rng = np.random.default_rng(settings.seed)
+    verdicts = [
+        _percentile(metric, column, q, published, reproduced, settings, rng)
+        for metric, column, q in PERCENTILE_METRICS
+    ]
+    verdicts += [
+        v for m in TRIAL_METRICS if (v := _over_trials(m, published, reproduced, settings))
+    ]
+    if not_comparable:
+        why = "; ".join(not_comparable)
+        verdicts = [
+            MetricVerdict(
+                v.metric,
+                "not comparable",
+                v.published,
+                v.reproduced,
+                v.difference,
+                v.relative,
+                test=v.test,
+                reason=why,
+            )
+            for v in verdicts
+        ]
+    return CaseVerdict(
+        label,
+        published.trials,
+        reproduced.trials,
+        tuple(verdicts),
+        tuple(not_comparable),
+        tuple(caveats),
+        _limits(published, reproduced),
+    )
+
+
+def _limits(published: Side, reproduced: Side) -> tuple[str, ...]:
+    out = []
+    if published.trials == 1:
+        out.append(
+            "the published side has one trial: its trial-to-trial spread is unknown and is "
+            "taken to be the reproduction's; percentile intervals cover only its "
+            "request-to-request spread"
+        )
+    if published.metrics and not published.samples:
+        out.append(
+            "the published side has no per-request records: percentile intervals come from "
+            "the reproduced records alone, around the published figure"
+        )
+    return tuple(out)
+
+
+def word(difference: float, low: float, high: float, base: float, metric: str, tol: float) -> Word:
+    """faster/slower when the interval excludes 0 and the change is at least ``tol`` of base."""
+    if low <= 0.0 <= high or (base != 0 and abs(difference) < tol * abs(base)):
+        return "same within noise"
+    up_is_faster = metric in HIGHER_IS_FASTER
+    return "faster" if (difference > 0) == up_is_faster else "slower"
+
+
+def _percentile(
+    metric: str,
+    column: str,
+    q: int,
+    published: Side,
+    reproduced: Side,
+    settings: Settings,
+    rng: np.random.Generator,
+) -> MetricVerdict:
+    b_values = reproduced.columns(column)
+    a_values = published.columns(column)
+    a_point = _mean(published.values(metric)) if a_values is None else None
+    if b_values is None or (a_values is None and a_point is None):
+        return MetricVerdict(
+            metric,
+            "not comparable",
+            a_point,
+            None,
+            reason=f"{column} per-request values or {metric} missing on a side",
+        )
+    b_stat, b_boot = _two_stage(b_values, q, settings.resamples, rng)
+    if a_values is not None:
+        a_stat, a_boot = _two_stage(a_values, q, settings.resamples, rng)
+        if len(a_values) == 1 and len(b_values) >= 2:
+            # One published trial shows no trial-to-trial spread: borrow the reproduction's.
+            spread = float(np.std([np.percentile(v, q) for v in b_values], ddof=1))
+            a_boot = a_boot + rng.normal(0.0, spread, size=a_boot.size)
+        test = (
+            f"bootstrap of p{q} over per-request records ({settings.resamples} resamples of "
+            f"trials, then requests; {published.trials} vs {reproduced.trials} trials)"
+        )
+    else:
+        assert a_point is not None
+        a_stat, a_boot = a_point, np.full(settings.resamples, a_point)
+        test = (
+            f"bootstrap of p{q} over reproduced per-request records against the published "
+            "figure (the published side has no records)"
+        )
+    return _interval_verdict(metric, a_stat, b_stat, b_boot - a_boot, settings, test)
+
+
+def _two_stage(
+    trials: list[npt.NDArray[np.float64]], q: int, resamples: int, rng: np.random.Generator
+) -> tuple[float, npt.NDArray[np.float64]]:
+    """The mean over trials of the q-th percentile, and its bootstrap distribution."""
+    point = float(np.mean([np.percentile(t, q) for t in trials]))
+    per_trial = np.empty((len(trials), resamples))
+    for i, values in enumerate(trials):
+        picks = rng.integers(0, values.size, size=(resamples, values.size))
+        per_trial[i] = np.percentile(values[picks], q, axis=1)
+    if len(trials) == 1:
+        return point, per_trial[0]
+    chosen = rng.integers(0, len(trials), size=(resamples, len(trials)))
+    return point, per_trial[chosen, np.arange(resamples)[:, None]].mean(axis=1)
+
+
+def _interval_verdict(
+    metric: str,
+    a: float,
+    b: float,
+    differences: npt.NDArray[np.float64],
+    settings: Settings,
+    test: str,
+) -> MetricVerdict:
+    tail = (1.0 - settings.confidence) / 2.0 * 100.0
+    low, high = (float(x) for x in np.percentile(differences, [tail, 100.0 - tail]))
+    diff = b - a
+    return MetricVerdict(
+        metric,
+        word(diff, low, high, a, metric, settings.tolerance),
+        a,
+        b,
+        diff,
+        None if a == 0 else diff / abs(a),
+        low,
+        high,
+        test,
+    )
+
+
+def _over_trials(
+    metric: str, published: Side, reproduced: Side, settings: Settings
+) -> MetricVerdict | None:
+    a, b = published.values(metric), reproduced.values(metric)
+    if a is None and b is None:
+        return None  # neither side measured it (goodput without an SLO)
+    if a is None or b is None:
+        return MetricVerdict(
+            metric,
+            "not comparable",
+            _mean(a),
+            _mean(b),
+            reason=f"{metric} is not reported on the {_side_missing(a)} side",
+        )
+    ma, mb = float(np.mean(a)), float(np.mean(b))
+    interval = trial_interval(a, b, settings.confidence)
+    if interval is None:
+        return MetricVerdict(
+            metric,
+            "not comparable",
+            ma,
+            mb,
+            mb - ma,
+            reason="one trial on each side: no estimate of the noise (use --trials 2 or more)",
+        )
+    half, test = interval
+    diff = mb - ma
+    return MetricVerdict(
+        metric,
+        word(diff, diff - half, diff + half, ma, metric, settings.tolerance),
+        ma,
+        mb,
+        diff,
+        None if ma == 0 else diff / abs(ma),
+        diff - half,
+        diff + half,
+        test,
+    )
+
+
+def trial_interval(
+    a: Sequence[float], b: Sequence[float], confidence: float
+) -> tuple[float, str] | None:
+    """Half-width of the interval of mean(b) - mean(a) over trials, and the test's name."""
+    na, nb = len(a), len(b)
+    if na >= 2 and nb >= 2:
+        va, vb = float(np.var(a, ddof=1)) / na, float(np.var(b, ddof=1)) / nb
+        se = math.sqrt(va + vb)
+        if se == 0:
+            return 0.0, f"Welch's t over trials ({na} vs {nb}; no spread)"
+        df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
+        return t_quantile(confidence, df) * se, f"Welch's t interval over trials ({na} vs {nb})"
+    if max(na, nb) < 2:
+        return None
+    many = a if na >= 2 else b
+    n = len(many)
+    spread = float(np.std(many, ddof=1)) * math.sqrt(1.0 + 1.0 / n)
+    return (
+        t_quantile(confidence, n - 1) * spread,
+        f"t prediction interval from {n} trials (the other side has one)",
+    )
+
+
+def _side_missing(published: Sequence[float] | None) -> str:
+    return "published" if published is None else "reproduced"
+
+
+def _mean(values: Sequence[float] | None) -> float | None:
+    return None if not values else float(np.mean(values))

@@ -1,0 +1,126 @@
+"""Reading a bundle without trusting it: crafted archives with escaping members are refused
+naming the member and nothing is written; a damaged or unlisted member is named too."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from inferlab_bench.errors import BundleError
+from inferlab_bench.publish.archive import read_bundle, unpack
+from inferlab_bench.publish.contents import BUNDLE_SCHEMA
+
+
+def _index(members: dict[str, bytes]) -> bytes:
+    listed = [
+        {"path": name, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+        for name, data in members.items()
+    ]
+    return json.dumps(
+        {
+            "schema_name": BUNDLE_SCHEMA,
+            "schema_version": 1,
+            "cases": [],
+            "population": None,
+            "members": listed,
+        }
+    ).encode()
+
+
+def _archive(path: Path, files: dict[str, bytes], extra: list[tarfile.TarInfo] = ()) -> Path:  # type: ignore[assignment]
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in {"BUNDLE.json": _index(files), **files}.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        for info in extra:
+            tar.addfile(info, io.BytesIO(b"x" * info.size) if info.isfile() else None)
+    return path
+
+
+def _member(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.linkname = link
+    info.size = 1 if kind == tarfile.REGTYPE else 0
+    return info
+
+
+@pytest.mark.parametrize(
+    ("member", "said"),
+    [
+        (_member("/tmp/inferlab-escape"), "absolute name"),
+        (_member("run/../../escape"), "'..' component"),
+        (_member("run/link", tarfile.SYMTYPE, "/etc/passwd"), "is a link"),
+        (_member("run/up", tarfile.SYMTYPE, "../../.."), "is a link"),
+        (_member("run/hard", tarfile.LNKTYPE, "BUNDLE.json"), "is a link"),
+        (_member("run/dev", tarfile.CHRTYPE), "not a plain file"),
+        (_member("run/fifo", tarfile.FIFOTYPE), "not a plain file"),
+    ],
+    ids=["absolute", "dotdot", "symlink-out", "symlink-up", "hardlink", "device", "fifo"],
+)
+def test_an_escaping_member_is_refused_naming_it(
+    tmp_path: Path, member: tarfile.TarInfo, said: str
+) -> None:
+    crafted = _archive(tmp_path / "crafted.tar.gz", {"run/ok.json": b"{}"}, [member])
+    target = tmp_path / "target"
+    with pytest.raises(BundleError) as caught:
+        read_bundle(crafted)
+    assert repr(member.name) in caught.value.message and said in caught.value.message
+    assert not target.exists() and not Path("/tmp/inferlab-escape").exists()
+    assert not (tmp_path.parent / "escape").exists()
+
+
+def test_a_clean_archive_unpacks_only_under_its_target(tmp_path: Path) -> None:
+    files = {"run/a/result.json": b'{"x":1}', "population/population.sha256": b"00\n"}
+    bundle = read_bundle(_archive(tmp_path / "ok.tar.gz", files))
+    root = unpack(bundle, tmp_path / "target")
+    written = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    assert written == ["BUNDLE.json", "population/population.sha256", "run/a/result.json"]
+    assert (root / "run/a/result.json").read_bytes() == b'{"x":1}'
+
+
+def test_a_planted_link_in_the_target_is_not_written_through(tmp_path: Path) -> None:
+    bundle = read_bundle(_archive(tmp_path / "ok.tar.gz", {"run/a.json": b"{}"}))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "run").symlink_to(outside)
+    with pytest.raises(BundleError, match="member run/a.json would be written outside"):
+        unpack(bundle, target)
+    assert list(outside.iterdir()) == []
+
+
+def test_unlisted_missing_and_corrupt_archives_are_named(tmp_path: Path) -> None:
+    path = tmp_path / "b.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in (("BUNDLE.json", _index({"run/a.json": b"{}"})), ("run/b.json", b"{}")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(BundleError, match="member run/a.json is listed in BUNDLE.json but missing"):
+        read_bundle(path)
+    extra = tmp_path / "extra.tar.gz"
+    with tarfile.open(extra, "w:gz") as tar:
+        for name, data in (("BUNDLE.json", _index({})), ("run/b.json", b"{}")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(BundleError, match="member run/b.json is not listed in BUNDLE.json"):
+        read_bundle(extra)
+    truncated = tmp_path / "t.tar.gz"
+    truncated.write_bytes(path.read_bytes()[:40])
+    with pytest.raises(BundleError, match="not a readable .tar.gz bundle"):
+        read_bundle(truncated)
+    plain = _archive(tmp_path / "p.tar.gz", {})
+    with tarfile.open(plain, "w:gz") as tar:  # an archive without an index
+        info = tarfile.TarInfo("run/a.json")
+        tar.addfile(info, io.BytesIO(b""))
+    with pytest.raises(BundleError, match="no BUNDLE.json index"):
+        read_bundle(plain)

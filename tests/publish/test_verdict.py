@@ -1,0 +1,138 @@
+"""The pure verdict logic on synthetic per-request values and trial figures."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from inferlab_bench.publish.comparable import Identity, caveats, differences
+from inferlab_bench.publish.verdict import Settings, Side, judge_case, trial_interval, word
+
+
+def _side(shift: float, trials: int, seed: int, n: int = 200, throughput: float = 100.0) -> Side:
+    rng = np.random.default_rng(seed)
+    samples = []
+    metrics = []
+    for _ in range(trials):
+        base = {
+            "ttft_ms": rng.gamma(4.0, 5.0, n) * shift,
+            "tpot_ms": rng.normal(8.0, 0.3, n) * shift,
+            "request_latency_ms": rng.normal(140.0, 6.0, n) * shift,
+        }
+        samples.append(base)
+        metrics.append(
+            {
+                "output_throughput": throughput / shift + rng.normal(0, 1.0),
+                **{
+                    f"p{q}_{k}": float(np.percentile(v, q))
+                    for k, v in base.items()
+                    for q in (50, 90, 99)
+                },
+            }
+        )
+    return Side(tuple(metrics), tuple(samples))
+
+
+def test_the_same_distribution_is_same_within_noise() -> None:
+    case = judge_case("c=1", _side(1.0, 3, seed=1), _side(1.0, 3, seed=2))
+    assert {m.verdict for m in case.metrics} == {"same within noise"}
+    assert len(case.metrics) == 10  # 9 percentiles + output throughput (no goodput: no SLO)
+    assert all(m.ci_low is not None and m.ci_low <= 0 <= m.ci_high for m in case.metrics)  # type: ignore[operator]
+
+
+def test_a_slower_server_is_slower_with_the_size_and_interval() -> None:
+    case = judge_case("c=1", _side(1.0, 3, seed=1), _side(1.5, 3, seed=2))
+    tpot = case.of("p50_tpot_ms")
+    assert tpot is not None and tpot.verdict == "slower"
+    assert tpot.relative == pytest.approx(0.5, abs=0.05)
+    assert tpot.ci_low is not None and tpot.ci_low > 0 and "bootstrap of p50" in tpot.test
+    throughput = case.of("output_throughput")
+    assert throughput is not None and throughput.verdict == "slower"
+    assert "Welch" in throughput.test
+    faster = judge_case("c=1", _side(1.5, 3, seed=1), _side(1.0, 3, seed=2))
+    assert faster.of("p50_request_latency_ms").verdict == "faster"  # type: ignore[union-attr]
+
+
+def test_below_the_tolerance_is_same_within_noise_even_when_significant() -> None:
+    a, b = _side(1.0, 3, seed=1, n=1000), _side(1.03, 3, seed=2, n=1000)
+    strict = judge_case("c=1", a, b, settings=Settings(tolerance=0.0, resamples=200))
+    lenient = judge_case("c=1", a, b, settings=Settings(tolerance=0.05, resamples=200))
+    assert strict.of("p50_tpot_ms").verdict == "slower"  # type: ignore[union-attr]
+    assert lenient.of("p50_tpot_ms").verdict == "same within noise"  # type: ignore[union-attr]
+
+
+def test_one_published_trial_says_what_it_limits() -> None:
+    case = judge_case("c=1", _side(1.0, 1, seed=1), _side(1.0, 3, seed=2))
+    assert any("one trial" in line for line in case.limits)
+    throughput = case.of("output_throughput")
+    assert throughput is not None and "prediction interval" in throughput.test
+    both_one = judge_case("c=1", _side(1.0, 1, seed=1), _side(1.0, 1, seed=2))
+    nc = both_one.of("output_throughput")
+    assert (
+        nc is not None and nc.verdict == "not comparable" and "one trial on each side" in nc.reason
+    )  # type: ignore[operator]
+
+
+def test_a_side_without_records_is_judged_against_its_figure() -> None:
+    published = _side(1.0, 1, seed=1)
+    summary_only = Side(published.metrics)
+    case = judge_case("c=1", summary_only, _side(2.0, 2, seed=2))
+    tpot = case.of("p90_tpot_ms")
+    assert tpot is not None and tpot.verdict == "slower" and "published figure" in tpot.test
+    assert any("no per-request records" in line for line in case.limits)
+
+
+def test_reasons_make_every_metric_not_comparable() -> None:
+    case = judge_case(
+        "c=1", _side(1.0, 2, seed=1), _side(1.0, 2, seed=2), not_comparable=["load differs"]
+    )
+    assert {m.verdict for m in case.metrics} == {"not comparable"}
+    assert all(m.reason == "load differs" for m in case.metrics)
+
+
+def _identity(**changes: object) -> Identity:
+    base: dict[str, object] = {
+        "served_name": "m",
+        "tokenizer_fingerprint": "f" * 64,
+        "population_sha256": "a" * 64,
+        "load": "c=4",
+        "requests": 100,
+        "warmup": 4,
+        "verdicts": {"requests_succeeded": "pass", "load_generator_kept_up": "pass"},
+        "failed": False,
+    }
+    base.update(changes)
+    return Identity(**base)  # type: ignore[arg-type]
+
+
+def test_differences_name_what_is_not_the_same() -> None:
+    assert differences(_identity(), _identity()) == []
+    found = differences(
+        _identity(), _identity(served_name="other", load="c=8", population_sha256="b" * 64)
+    )
+    assert any("server's model differs: published m, reproduced other" in f for f in found)
+    assert any("load differs: published c=4, reproduced c=8" in f for f in found)
+    assert any("population sha256 differs" in f for f in found)
+    tok = differences(_identity(), _identity(tokenizer_fingerprint="0" * 64))
+    assert tok and "tokenizer fingerprint" in tok[0]
+    lost = _identity(verdicts={"requests_succeeded": "fail", "load_generator_kept_up": "pass"})
+    assert differences(_identity(), lost) == [
+        "validity requests_succeeded differs: published pass, reproduced fail"
+    ]
+
+
+def test_a_load_generator_that_fell_behind_is_a_caveat_not_a_difference() -> None:
+    behind = _identity(verdicts={"requests_succeeded": "pass", "load_generator_kept_up": "fail"})
+    assert differences(behind, _identity()) == []
+    assert caveats(behind, _identity()) == [
+        "published: load_generator_kept_up failed (its latencies include client-side delay)"
+    ]
+
+
+def test_word_and_trial_interval_edges() -> None:
+    assert word(5.0, 1.0, 9.0, 100.0, "p50_ttft_ms", 0.01) == "slower"
+    assert word(5.0, 1.0, 9.0, 100.0, "output_throughput", 0.01) == "faster"
+    assert word(5.0, -1.0, 9.0, 100.0, "p50_ttft_ms", 0.01) == "same within noise"
+    assert trial_interval([1.0], [2.0], 0.95) is None
+    half, test = trial_interval([1.0, 1.0], [2.0, 2.0], 0.95)  # type: ignore[misc]
+    assert half == 0.0 and "no spread" in test
