@@ -93,14 +93,15 @@ def _run(
     key = tokencache.table_key(acquired.sha256, tokenizer_id, source.max_input_tokens, kwargs)
     tokenizer = _OnDemand(request.model.locator, kwargs, tokenizer_id)
     table, cache_hit, source_format = _token_table(key, acquired, request, tokenizer, progress)
-    with tokenizer.helping(cache_hit):  # the kept tokenizer is read while we select
-        tokenized = time.monotonic()
-        made = tokenizer.made
-        saving = tokenstore.start_saving_backend(made, tokenizer_id) if made else _no_wait
-        admitted = _census(table, source.output_tokens, census)
-        chosen = select(request.seed, admitted, request.required_entries)
-        if len(chosen) < request.required_entries:
-            raise InsufficientEntriesError(request.required_entries, census.admitted)
+    tokenized = time.monotonic()
+    made = tokenizer.made
+    saving = tokenstore.start_saving_backend(made, tokenizer_id) if made else _no_wait
+    admitted = _census(table, source.output_tokens, census)
+    chosen = select(request.seed, admitted, request.required_entries)
+    if len(chosen) < request.required_entries:
+        raise InsufficientEntriesError(request.required_entries, census.admitted)
+    # A warm run that must count reads the kept tokenizer in a helper meanwhile.
+    with tokenizer.helping(cache_hit and _lack_counts(table, chosen)):
         rows = _chosen_rows(table, chosen, acquired.path)
         counted = complete_counts(rows, tokenizer, source.max_input_tokens)
         if tokenizer.made is not None:  # (the helper keeps what it learned itself)
@@ -172,9 +173,10 @@ class _OnDemand:
 
     @contextlib.contextmanager
     def helping(self, warm: bool) -> Iterator[None]:
-        """On a warm run (a cached table), start reading the kept tokenizer in a helper
-        (``tokenstore.KeptCounter``) at once; at the end, let it finish keeping its words,
-        or stop it if it was not needed or the run failed."""
+        """When a warm run (a cached table) must count chosen entries, start reading the
+        kept tokenizer in a helper (``tokenstore.KeptCounter``) at once, while the chosen
+        records are read back and rendered; at the end, let it finish keeping its words,
+        or stop it if it was not asked (the real tokenizer was at hand) or the run failed."""
         if warm:
             self._kept = tokenstore.KeptCounter.start(*self._args, self._fingerprint)
         try:
@@ -242,6 +244,14 @@ def _census(table: pa.Table, fixed_output: int | None, census: _Census) -> list[
     ids = table.column("source_id").to_pylist()
     indices = int_column(table, "index")[positions].tolist()
     return [(index, ids[position]) for index, position in zip(indices, positions, strict=True)]
+
+
+def _lack_counts(table: pa.Table, chosen: list[int]) -> bool:
+    """Whether some chosen row still lacks a count (``complete_counts`` will count it)."""
+    at = np.asarray(chosen, dtype=np.int64)
+    inputs = int_column(table, "input_tokens")[at]
+    targets = int_column(table, "target_tokens")[at]
+    return bool(((inputs == UNCOUNTED) | (targets == UNCOUNTED)).any())
 
 
 def _chosen_rows(table: pa.Table, chosen: list[int], source: Path) -> list[Chosen]:
