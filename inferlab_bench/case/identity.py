@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import httpx
-
 
 def models_owner(base_url: str, timeout: float = 5.0) -> str | None:
     """The one ``owned_by`` all listed models share; None when absent, mixed or unreachable."""
+    import httpx  # here, not at the top: every command's flags import this module
+
     try:
         response = httpx.get(base_url.rstrip("/") + "/v1/models", timeout=timeout)
         cards = response.json().get("data") if response.status_code == 200 else None

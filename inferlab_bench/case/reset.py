@@ -5,14 +5,16 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import orjson
 
 from inferlab_bench.atomic import write_bytes_atomic
 from inferlab_bench.case.identity import models_owner
 from inferlab_bench.errors import ConfigurationError, PrefixCacheResetError
+
+if TYPE_CHECKING:  # httpx is imported by the calls: every command's flags import this module
+    import httpx
 
 SLOT = "{id}"
 """In a reset path: make the call once per slot listed by GET /slots (llama.cpp)."""
@@ -102,6 +104,8 @@ def reset_prefix_cache(
     base_url: str, target: ResetTarget, timeout: float = DEFAULT_TIMEOUT_SECONDS
 ) -> ResetCall:
     """Make the reset call once; the evidence records failures instead of raising."""
+    import httpx
+
     url = base_url.rstrip("/") + target.path
     started, clock = time.time_ns(), time.perf_counter()
     try:
@@ -116,6 +120,8 @@ async def reset_prefix_cache_async(
     base_url: str, target: ResetTarget, timeout: float = DEFAULT_TIMEOUT_SECONDS
 ) -> ResetCall:
     """``reset_prefix_cache`` for code running inside an event loop (the AIPerf plugin)."""
+    import httpx
+
     url = base_url.rstrip("/") + target.path
     started, clock = time.time_ns(), time.perf_counter()
     try:
@@ -130,6 +136,8 @@ def reset_all(
     base_url: str, target: ResetTarget, timeout: float = DEFAULT_TIMEOUT_SECONDS
 ) -> list[ResetCall]:
     """The whole reset: one call, or (per-slot targets) GET /slots then one call per slot."""
+    import httpx
+
     if not target.per_slot:
         return [reset_prefix_cache(base_url, target, timeout)]
     listing_target = ResetTarget("GET", SLOTS_PATH, target.origin)
@@ -150,6 +158,8 @@ async def reset_all_async(
     base_url: str, target: ResetTarget, timeout: float = DEFAULT_TIMEOUT_SECONDS
 ) -> list[ResetCall]:
     """``reset_all`` for code running inside an event loop (the AIPerf plugin)."""
+    import httpx
+
     if not target.per_slot:
         return [await reset_prefix_cache_async(base_url, target, timeout)]
     listing_target = ResetTarget("GET", SLOTS_PATH, target.origin)
@@ -242,6 +252,8 @@ def _answered_call(
 
 
 def _said(response: httpx.Response, limit: int = 300) -> str | None:
+    import httpx
+
     try:
         text = response.text.strip()
     except (httpx.HTTPError, UnicodeDecodeError):

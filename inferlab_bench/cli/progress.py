@@ -4,21 +4,13 @@ from __future__ import annotations
 
 import sys
 from types import TracebackType
-
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
+from typing import TYPE_CHECKING
 
 from inferlab_bench.progress import NULL_PROGRESS, ProgressSink
+
+if TYPE_CHECKING:  # rich is imported only when a terminal shows progress
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
 
 
 class RichProgress:
@@ -30,6 +22,17 @@ class RichProgress:
         self._task: TaskID | None = None
 
     def begin(self, description: str, total: float | None = None, unit: str = "") -> None:
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+
         self.end()
         columns = [TextColumn("{task.description}"), BarColumn()]
         if unit == "bytes":
@@ -67,4 +70,6 @@ def stderr_progress() -> ProgressSink:
     """A rich sink when stderr is a terminal, else the null sink (logs stay clean)."""
     if not sys.stderr.isatty():
         return NULL_PROGRESS
+    from rich.console import Console
+
     return RichProgress(Console(stderr=True))

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import orjson
-from rich.console import Console, RenderableType
 
 from inferlab_bench.errors import InferlabError
+
+if TYPE_CHECKING:  # rich is imported only by commands that draw tables
+    from rich.console import Console, RenderableType
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 
 def stdout_console() -> Console:
+    from rich.console import Console
+
     return Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 140)
 
 

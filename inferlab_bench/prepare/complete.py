@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from inferlab_bench.errors import TokenizerError
 from inferlab_bench.prepare.materialize import UNCOUNTED, Conversation
+from inferlab_bench.prepare.pretoken import WordMemory
 from inferlab_bench.prepare.table import int_column
 from inferlab_bench.prepare.tokenize import ChatTokenizer
 
@@ -41,13 +42,22 @@ class Chosen:
         return UNCOUNTED not in (self.input_tokens, self.target_tokens)
 
 
+class Kept(Protocol):
+    """The tokenizer kept by ``tokenstore``: renders from verified plans only, and counts
+    (None when it cannot, then the real tokenizer counts)."""
+
+    def planned(self, messages: Sequence[Mapping[str, str]]) -> str | None: ...
+
+    def count(self, texts: list[str]) -> list[int] | None: ...
+
+
 class Tokenizers(Protocol):
     """Where counts come from: the real tokenizer (made on demand), or the one kept by
-    ``tokenstore`` (None when there is none)."""
+    ``tokenstore`` (None when there is none, or the real one is already loaded)."""
 
     def __call__(self) -> ChatTokenizer: ...
 
-    def kept(self) -> ChatTokenizer | None: ...
+    def kept(self) -> Kept | None: ...
 
 
 def complete_counts(
@@ -60,26 +70,33 @@ def complete_counts(
     missing = [c for c in chosen if not c.complete]
     if not missing:
         return list(chosen)
-    tok, texts = _rendered(tokenizers, [c.conversation.chat(c.end) for c in missing])
-    counts = count_on_all_cores(tok, texts + [c.conversation.messages[c.end][1] for c in missing])
-    inputs, targets = counts[: len(missing)], counts[len(missing) :]
+    chats = [c.conversation.chat(c.end) for c in missing]
+    targets = [c.conversation.messages[c.end][1] for c in missing]
+    counts = _kept_counts(tokenizers.kept(), chats, targets)
+    if counts is None:
+        tok = tokenizers()
+        counts = count_on_all_cores(tok, [tok.render(chat) for chat in chats] + targets)
     counted = {}
-    for c, n_input, n_target in zip(missing, inputs, targets, strict=True):
+    for c, n_input, n_target in zip(
+        missing, counts[: len(missing)], counts[len(missing) :], strict=True
+    ):
         _check(c, n_input, n_target, max_input)
         counted[c.position] = Chosen(c.position, c.conversation, c.end, n_input, n_target)
     return [counted.get(c.position, c) for c in chosen]
 
 
-def _rendered(
-    tokenizers: Tokenizers, chats: list[list[dict[str, str]]]
-) -> tuple[ChatTokenizer, list[str]]:
-    kept = tokenizers.kept()
-    if kept is not None:
-        texts = [kept.planned(chat) for chat in chats]
-        if all(text is not None for text in texts):
-            return kept, [text for text in texts if text is not None]
-    tok = tokenizers()
-    return tok, [tok.render(chat) for chat in chats]
+def _kept_counts(
+    kept: Kept | None, chats: list[list[dict[str, str]]], targets: list[str]
+) -> list[int] | None:
+    """Counts of the rendered ``chats`` then ``targets`` by the kept tokenizer, if every
+    input renders from a verified plan and it counts them; else None."""
+    if kept is None:
+        return None
+    texts = [kept.planned(chat) for chat in chats]
+    rendered = [text for text in texts if text is not None]
+    if len(rendered) != len(texts):
+        return None
+    return kept.count(rendered + targets)
 
 
 _PARALLEL_CHARS = 200_000
@@ -102,9 +119,15 @@ def count_on_all_cores(
         context = multiprocessing.get_context("fork")
         with context.Pool(count - 1, initializer=_quiet_tokenizers) as pool:
             pending = pool.map_async(_count_share, range(1, count))
-            shares = [tok.count_texts(texts[0::count]), *pending.get()]
+            mine = tok.count_texts(texts[0::count])
+            theirs = pending.get()
     finally:
         _SHARED.clear()
+    shares = [mine]
+    for share, learned in theirs:
+        shares.append(share)
+        if learned is not None:
+            tok.absorb_words(learned)  # kept for the next run with the parent's own
     counts = [0] * len(texts)
     for k, share in enumerate(shares):
         counts[k::count] = share
@@ -115,9 +138,9 @@ def _quiet_tokenizers() -> None:
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
 
-def _count_share(k: int) -> list[int]:
+def _count_share(k: int) -> tuple[list[int], WordMemory | None]:
     tok: ChatTokenizer = _SHARED["tok"]
-    return tok.count_texts(_SHARED["texts"][k :: _SHARED["step"]])
+    return tok.count_texts(_SHARED["texts"][k :: _SHARED["step"]]), tok.learned_words()
 
 
 def _check(c: Chosen, n_input: int, n_target: int, max_input: int) -> None:

@@ -36,7 +36,9 @@ and turns this path off for good at the first difference (``ChatTokenizer``).
 
 from __future__ import annotations
 
+import hashlib
 import unicodedata
+from dataclasses import dataclass
 from typing import Any
 
 import regex
@@ -51,6 +53,10 @@ _NON_ASCII = regex.compile(r"[^\x00-\x7f]")
 _PROBES = ("aC", "Ca", "CCa", "!C", "C!", "CCCC", "x'Cy", "1C", "C1", " C\n", "C\n\n", "a C b")
 """Texts in which a character's class for the split pattern (letter, number, space, other,
 or a case-folded contraction letter) decides the pieces; ``C`` stands for the character."""
+RULES_IDENTITY = hashlib.sha256(
+    repr((_PROBES, sorted(PATTERNS), _REFUSED.pattern, sorted(_UNICODE_FORMS))).encode()
+).hexdigest()[:16]
+"""What a kept character verdict depends on besides the backend (``tokenstore``)."""
 
 
 class WordCounter:
@@ -61,6 +67,7 @@ class WordCounter:
         self._words = _WordCounts(model.tokenize)
         self._backend = backend
         self._chars: dict[str, bool] = {}  # non-ASCII character -> probed and mirrored
+        self._remembered: set[str] = set()  # characters whose verdict came from ``remember``
 
     @classmethod
     def for_backend(cls, backend: Any) -> WordCounter | None:
@@ -71,6 +78,31 @@ class WordCounter:
             return None
         pattern = _split_pattern(pre_tokenizer_spec(backend) or {})
         return None if pattern is None else cls(model, pattern, backend)
+
+    def remember(self, memory: WordMemory) -> None:
+        """Take word counts and character verdicts this backend gave before (``tokenstore``
+        keeps them per tokenizer fingerprint): each is what this counter would compute
+        itself, a function of the backend and the word or character alone."""
+        self._words.remember(memory.words)
+        self._chars.update(memory.chars)
+        self._remembered.update(memory.chars)
+
+    def absorb(self, memory: WordMemory) -> None:
+        """Take what another process of this run learned (``learned``) as learned here."""
+        for word, count in memory.words.items():
+            if word not in self._words:
+                self._words[word] = self._words.fresh[word] = count
+        for char, ok in memory.chars.items():
+            self._chars.setdefault(char, ok)
+
+    def learned(self) -> WordMemory:
+        """The word counts and character verdicts computed here since ``remember``."""
+        chars = {c: ok for c, ok in self._chars.items() if c not in self._remembered}
+        return WordMemory(dict(self._words.fresh), chars)
+
+    def memory(self) -> WordMemory:
+        """Everything remembered and learned (what the next run may ``remember``)."""
+        return WordMemory(dict(self._words), dict(self._chars))
 
     def count(self, segment: str) -> int | None:
         if _REFUSED.search(segment):
@@ -132,15 +164,30 @@ def _byte_level(piece: str) -> str:
     return "".join([_BYTE_CHARS[b] for b in piece.encode("utf-8")])
 
 
+@dataclass(frozen=True)
+class WordMemory:
+    """Word -> BPE token count, and non-ASCII character -> mirrored (``WordCounter``)."""
+
+    words: dict[str, int]
+    chars: dict[str, bool]
+
+
 class _WordCounts(dict[str, int]):
-    """Word -> its BPE token count, modelled on first sight (lookups stay in C)."""
+    """Word -> its BPE token count, modelled on first sight (lookups stay in C); the words
+    modelled here (not remembered) are also in ``fresh``."""
 
     def __init__(self, tokenize: Any) -> None:
         super().__init__()
         self._tokenize = tokenize
+        self.fresh: dict[str, int] = {}
+
+    def remember(self, words: dict[str, int]) -> None:
+        for word in self.fresh.keys() & words.keys():
+            del self.fresh[word]  # both are the model's count of the word; no longer new
+        self.update(words)
 
     def __missing__(self, word: str) -> int:
-        count = self[word] = len(self._tokenize(_byte_level(word)))
+        count = self[word] = self.fresh[word] = len(self._tokenize(_byte_level(word)))
         return count
 
 

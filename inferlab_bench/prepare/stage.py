@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,34 +100,38 @@ def _run(
     chosen = select(request.seed, admitted, request.required_entries)
     if len(chosen) < request.required_entries:
         raise InsufficientEntriesError(request.required_entries, census.admitted)
-    rows = _chosen_rows(table, chosen, acquired.path)
-    counted = complete_counts(rows, tokenizer, source.max_input_tokens)
-    completed = with_counts(table, counted)
-    if completed is not None:
-        tokencache.store_table(key, completed)  # the next preparation need not count these
-    if tokenizer.made is not None:  # keep it, so the next run need not load transformers
-        _verify_plans(table, tokenizer.made, acquired.path)
-        saving()
-        tokenstore.save(tokenizer.made, tokenizer_id)
-    entries = _entries(table, counted, source.output_tokens)
-    manifest = _manifest(
-        request,
-        acquired,
-        source_format,
-        tokenizer_id,
-        key,
-        cache_hit,
-        {
-            "tokenize_seconds": tokenized - started,
-            "total_seconds": time.monotonic() - started,
-        },
-    )
-    manifest["chosen_entries_counted_now"] = sum(
-        a is not b for a, b in zip(rows, counted, strict=True)
-    )
-    manifest["tokenizer_loaded"] = tokenizer.loaded
-    written = write_outputs(request.artifact_dir, entries, manifest)
-    return _result(request, census, ClientStatus.SUCCEEDED, entries=entries, written=written)
+    # A warm run that must count reads the kept tokenizer in a helper meanwhile.
+    with tokenizer.helping(cache_hit and _lack_counts(table, chosen)):
+        rows = _chosen_rows(table, chosen, acquired.path)
+        counted = complete_counts(rows, tokenizer, source.max_input_tokens)
+        if tokenizer.made is not None:  # (the helper keeps what it learned itself)
+            tokenstore.keep_words(tokenizer.made, tokenizer_id)
+        completed = with_counts(table, counted)
+        if completed is not None:
+            tokencache.store_table(key, completed)  # the next preparation need not count these
+        if tokenizer.made is not None:  # keep it, so the next run need not load transformers
+            _verify_plans(table, tokenizer.made, acquired.path)
+            saving()
+            tokenstore.save(tokenizer.made, tokenizer_id)
+        entries = _entries(table, counted, source.output_tokens)
+        manifest = _manifest(
+            request,
+            acquired,
+            source_format,
+            tokenizer_id,
+            key,
+            cache_hit,
+            {
+                "tokenize_seconds": tokenized - started,
+                "total_seconds": time.monotonic() - started,
+            },
+        )
+        manifest["chosen_entries_counted_now"] = sum(
+            a is not b for a, b in zip(rows, counted, strict=True)
+        )
+        manifest["tokenizer_loaded"] = tokenizer.loaded
+        written = write_outputs(request.artifact_dir, entries, manifest)
+        return _result(request, census, ClientStatus.SUCCEEDED, entries=entries, written=written)
 
 
 def _no_wait() -> None:
@@ -152,25 +158,40 @@ def _template_kwargs(request: BenchDatasetPreparationRequest) -> dict[str, Any]:
 
 class _OnDemand:
     """The tokenizer, made on first use (a warm preparation whose chosen entries are all
-    counted never loads it), and the one ``tokenstore`` kept, read on first ask."""
+    counted never loads it), and the one ``tokenstore`` kept, read by a helper."""
 
     def __init__(self, locator: str, kwargs: dict[str, Any], fingerprint: str) -> None:
         self._args = (locator, kwargs)
         self._fingerprint = fingerprint
         self._tok: ChatTokenizer | None = None
-        self._kept: list[ChatTokenizer | None] = []
+        self._kept: tokenstore.KeptCounter | None = None
 
     def __call__(self) -> ChatTokenizer:
         if self._tok is None:
             self._tok = ChatTokenizer(*self._args)
         return self._tok
 
-    def kept(self) -> ChatTokenizer | None:
-        if self._tok is not None:
-            return self._tok  # the real one is at hand: it counts the same
-        if not self._kept:
-            self._kept.append(tokenstore.load(*self._args, self._fingerprint))
-        return self._kept[0]
+    @contextlib.contextmanager
+    def helping(self, warm: bool) -> Iterator[None]:
+        """When a warm run (a cached table) must count chosen entries, start reading the
+        kept tokenizer in a helper (``tokenstore.KeptCounter``) at once, while the chosen
+        records are read back and rendered; at the end, let it finish keeping its words,
+        or stop it if it was not asked (the real tokenizer was at hand) or the run failed."""
+        if warm:
+            self._kept = tokenstore.KeptCounter.start(*self._args, self._fingerprint)
+        try:
+            yield
+        except BaseException:
+            if self._kept is not None:
+                self._kept.close(wait=False)
+            raise
+        if self._kept is not None:
+            self._kept.close(wait=True)
+
+    def kept(self) -> tokenstore.KeptCounter | None:
+        """The helper counting with the kept tokenizer (None once the real one is at
+        hand: it counts the same)."""
+        return None if self._tok is not None else self._kept
 
     @property
     def made(self) -> ChatTokenizer | None:
@@ -183,7 +204,7 @@ class _OnDemand:
         without transformers) or "none"."""
         if self._tok is not None:
             return "transformers"
-        return "kept" if self._kept and self._kept[0] is not None else "none"
+        return "kept" if self._kept is not None and self._kept.counted else "none"
 
 
 def _token_table(
@@ -223,6 +244,14 @@ def _census(table: pa.Table, fixed_output: int | None, census: _Census) -> list[
     ids = table.column("source_id").to_pylist()
     indices = int_column(table, "index")[positions].tolist()
     return [(index, ids[position]) for index, position in zip(indices, positions, strict=True)]
+
+
+def _lack_counts(table: pa.Table, chosen: list[int]) -> bool:
+    """Whether some chosen row still lacks a count (``complete_counts`` will count it)."""
+    at = np.asarray(chosen, dtype=np.int64)
+    inputs = int_column(table, "input_tokens")[at]
+    targets = int_column(table, "target_tokens")[at]
+    return bool(((inputs == UNCOUNTED) | (targets == UNCOUNTED)).any())
 
 
 def _chosen_rows(table: pa.Table, chosen: list[int], source: Path) -> list[Chosen]:

@@ -12,7 +12,7 @@ from typing import Any
 from inferlab_bench.errors import TokenizerError
 from inferlab_bench.prepare import pretoken
 from inferlab_bench.prepare.bounds import SegmentBound
-from inferlab_bench.prepare.pretoken import WordCounter
+from inferlab_bench.prepare.pretoken import WordCounter, WordMemory
 from inferlab_bench.prepare.template import Plans
 from inferlab_bench.tokenizer import load_tokenizer
 from inferlab_bench.versions import package_version
@@ -186,6 +186,31 @@ class ChatTokenizer:
         self.ready()
         if self._by_word is not None:
             self._by_word.learn_characters(texts)
+
+    def remember_words(self, memory: WordMemory) -> None:
+        """Counts and verdicts this backend gave in earlier runs (see ``pretoken``)."""
+        self.ready()
+        if self._by_word is not None:
+            self._by_word.remember(memory)
+
+    def absorb_words(self, memory: WordMemory) -> None:
+        """What a forked child learned while counting, as if learned here."""
+        if self._by_word is not None:
+            self._by_word.absorb(memory)
+
+    def learned_words(self) -> WordMemory | None:
+        """What counting by word learned in this process beyond ``remember_words``; None
+        when it does not count by word (or turned that off after a difference)."""
+        self.ready()
+        return None if self._by_word is None else self._by_word.learned()
+
+    def word_memory(self) -> WordMemory | None:
+        """What the next run may ``remember_words``: None as for ``learned_words``, and
+        when nothing was learned since ``remember_words``."""
+        learned = self.learned_words()
+        if self._by_word is None or learned is None or not (learned.words or learned.chars):
+            return None
+        return self._by_word.memory()
 
     def _word_count(self, text: str) -> int | None:
         split = self.split_segments(text)

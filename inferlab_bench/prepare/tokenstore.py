@@ -18,7 +18,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import multiprocessing
-from collections.abc import Callable, Mapping
+import signal
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +27,17 @@ import orjson
 
 from inferlab_bench.atomic import write_bytes_atomic
 from inferlab_bench.errors import InferlabError
+from inferlab_bench.prepare import pretoken
 from inferlab_bench.prepare.cache import cache_home
+from inferlab_bench.prepare.complete import count_on_all_cores
+from inferlab_bench.prepare.pretoken import WordMemory
 from inferlab_bench.prepare.template import Plans
 from inferlab_bench.prepare.tokenize import ChatTokenizer
 from inferlab_bench.tokenizer import load_backend, save_backend
 
 STORE_VERSION = 1
+_MAX_WORDS = 2_000_000
+"""A word memory past this many words is not grown further (about 60 MB of JSON)."""
 
 
 def _directory() -> Path:
@@ -51,6 +57,20 @@ def load(
     locator: str, template_kwargs: Mapping[str, Any], fingerprint: str
 ) -> ChatTokenizer | None:
     """The kept tokenizer, or None when there is none for these keys (or it is damaged)."""
+    kept = _kept_facts(fingerprint, template_kwargs)
+    if kept is None:
+        return None
+    plans, added = kept
+    backend = load_backend(backend_path(fingerprint))
+    if backend is None:
+        return None
+    return ChatTokenizer.from_backend(locator, template_kwargs, backend, added, plans)
+
+
+def _kept_facts(
+    fingerprint: str, template_kwargs: Mapping[str, Any]
+) -> tuple[Plans, list[str] | None] | None:
+    """The kept verified plans and added tokens, or None (none kept, plans off, damaged)."""
     facts = _facts(fingerprint, template_kwargs)
     if facts is None or facts.get("plans_off"):
         return None
@@ -58,10 +78,97 @@ def load(
     added = facts.get("added")
     if plans is None or not (added is None or _strings(added)):
         return None
-    backend = load_backend(backend_path(fingerprint))
-    if backend is None:
-        return None
-    return ChatTokenizer.from_backend(locator, template_kwargs, backend, added, plans)
+    return plans, added
+
+
+class KeptCounter:
+    """The kept tokenizer, read by a forked helper while this process selects.
+
+    Reading the backend (``Tokenizer.from_file``) holds the GIL for a few tenths of a
+    second, so it is done in a child started as soon as the warm table is read; this
+    process meanwhile selects and renders the chosen inputs from the kept plans (which
+    need no backend). ``count`` hands the texts to the child, which counts them on every
+    core (``complete.count_on_all_cores``: the same counts as in this process), sends
+    them back and then keeps what it learned of words (``keep_words``). A helper that
+    cannot read the tokenizer, or fails in any way, answers None: the caller then loads
+    the real tokenizer, as without a kept one.
+    """
+
+    def __init__(self, plans: Plans, process: Any, connection: Any) -> None:
+        self._plans = plans
+        self._process = process
+        self._connection = connection
+        self.asked = False
+        self.counted = False
+
+    @classmethod
+    def start(
+        cls, locator: str, template_kwargs: Mapping[str, Any], fingerprint: str
+    ) -> KeptCounter | None:
+        """A helper, or None when nothing usable is kept for these keys."""
+        kept = _kept_facts(fingerprint, template_kwargs)
+        if kept is None or not backend_path(fingerprint).is_file():
+            return None
+        context = multiprocessing.get_context("fork")
+        ours, theirs = context.Pipe()
+        args = (theirs, locator, dict(template_kwargs), fingerprint)
+        # Not a daemon: it forks its own counting worker. ``close`` always ends it.
+        process = context.Process(target=_serve, args=args)
+        process.start()
+        theirs.close()
+        return cls(kept[0], process, ours)
+
+    def planned(self, messages: Sequence[Mapping[str, str]]) -> str | None:
+        """``messages`` rendered from a kept verified plan, or None."""
+        return self._plans.verified_text(messages)
+
+    def count(self, texts: list[str]) -> list[int] | None:
+        """Exact counts of ``texts`` from the helper, or None if it has none to give."""
+        self.asked = True
+        try:
+            self._connection.send(texts)
+            counts = self._connection.recv()
+        except (OSError, EOFError):
+            return None
+        valid = isinstance(counts, list) and len(counts) == len(texts)
+        self.counted = valid and all(type(n) is int for n in counts)
+        return counts if self.counted else None
+
+    def close(self, *, wait: bool) -> None:
+        """End the helper: after counting, let it finish keeping its words (``wait``);
+        otherwise (never asked, or the run failed) stop it now."""
+        if not (wait and self.asked):
+            with contextlib.suppress(OSError):
+                self._connection.send(None)
+            self._process.join(timeout=0.05)
+            if self._process.is_alive():
+                self._process.terminate()
+        self._connection.close()
+        self._process.join()
+
+
+def _serve(connection: Any, locator: str, kwargs: dict[str, Any], fingerprint: str) -> None:
+    """The helper: read the kept tokenizer, count what it is sent, keep the words learned."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)  # not the stage's guard: ``close`` may stop it
+    tok = load(locator, kwargs, fingerprint)
+    if tok is not None:
+        recall_words(tok, fingerprint)
+    try:
+        texts = connection.recv()
+    except (OSError, EOFError):
+        return
+    if texts is None:
+        return
+    counts = None
+    if tok is not None:
+        with contextlib.suppress(Exception):  # any failure: the caller counts exactly itself
+            counts = count_on_all_cores(tok, texts)
+    with contextlib.suppress(OSError):
+        connection.send(counts)
+    connection.close()
+    if tok is not None and counts is not None:
+        keep_words(tok, fingerprint)
 
 
 def start_saving_backend(tok: ChatTokenizer, fingerprint: str) -> Callable[[], None]:
@@ -138,3 +245,51 @@ def _facts(fingerprint: str, template_kwargs: Mapping[str, Any]) -> dict[str, An
 
 def _strings(values: Any) -> bool:
     return isinstance(values, list) and all(isinstance(v, str) for v in values)
+
+
+def words_path(fingerprint: str) -> Path:
+    return _directory() / f"{fingerprint}.words.json"
+
+
+def recall_words(tok: ChatTokenizer, fingerprint: str) -> None:
+    """Give ``tok`` the word counts and character verdicts kept by earlier runs with this
+    tokenizer (``keep_words``), if any: a run with another seed then models and probes
+    only what is new to it. Each entry is what ``pretoken`` computes from the backend
+    alone, and the fingerprint covers the backend (files and library versions); the
+    memory also names the split rules that judged the characters, and one kept under
+    other rules, damaged or foreign is not used."""
+    try:
+        kept = orjson.loads(words_path(fingerprint).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return
+    same = (
+        isinstance(kept, dict)
+        and kept.get("version") == STORE_VERSION
+        and kept.get("fingerprint") == fingerprint
+        and kept.get("rules") == pretoken.RULES_IDENTITY
+    )
+    words, chars = (kept.get("words"), kept.get("chars")) if same else (None, None)
+    if not (isinstance(words, dict) and isinstance(chars, dict)):
+        return
+    if not all(type(n) is int and n > 0 for n in words.values()):
+        return
+    if not all(type(ok) is bool and len(c) == 1 for c, ok in chars.items()):
+        return
+    tok.remember_words(WordMemory(words, chars))
+
+
+def keep_words(tok: ChatTokenizer, fingerprint: str) -> None:
+    """Keep what ``tok`` knows of words and characters for the next run, when this run
+    learned something (a failure to write only costs the next run the modelling)."""
+    memory = tok.word_memory()
+    if memory is None or len(memory.words) > _MAX_WORDS:
+        return
+    kept = {
+        "version": STORE_VERSION,
+        "fingerprint": fingerprint,
+        "rules": pretoken.RULES_IDENTITY,
+        "words": memory.words,
+        "chars": memory.chars,
+    }
+    with contextlib.suppress(OSError, InferlabError):
+        write_bytes_atomic(words_path(fingerprint), orjson.dumps(kept))

@@ -14,6 +14,7 @@ from transformers import AutoTokenizer
 
 from inferlab_bench.prepare import tokenstore
 from inferlab_bench.prepare.materialize import Conversation, parse_conversation
+from inferlab_bench.prepare.pretoken import WordMemory
 from inferlab_bench.prepare.stage import run_prepare
 from inferlab_bench.prepare.tokenize import ChatTokenizer, fingerprint
 from tests.prepare.conftest import QWEN_DIR, REAL_SAMPLE, convo, prep_request
@@ -115,6 +116,74 @@ def test_plans_turned_off_are_never_kept(isolated_cache: Path) -> None:
     assert tokenstore.load(QWEN_DIR, {}, fingerprint(QWEN_DIR)) is None
 
 
+@pytest.mark.parametrize("locator", TOKENIZERS, indirect=True)
+def test_remembered_words_count_as_modelled_ones(locator: str, isolated_cache: Path) -> None:
+    """A run that remembers the words and characters an earlier run kept counts exactly as
+    AutoTokenizer, modelling and probing nothing it was given."""
+    texts = [m["content"] for chat in _chats() for m in chat] + ADVERSARIAL
+    auto = AutoTokenizer.from_pretrained(locator, local_files_only=True)
+    expected = [len(auto(t, add_special_tokens=False)["input_ids"]) for t in texts]
+    first = ChatTokenizer(locator)
+    assert first.count_texts(texts[::2]) == expected[::2]
+    tokenstore.keep_words(first, fingerprint(locator))
+    path = tokenstore.words_path(fingerprint(locator))
+    if first.learned_words() is None:  # no counting by word (no proved split): nothing kept
+        assert not path.exists()
+        return
+    again = ChatTokenizer(locator)
+    tokenstore.recall_words(again, fingerprint(locator))
+    assert again.count_texts(texts) == expected
+    learned = again.learned_words()
+    assert learned is not None
+    assert learned.words and not learned.words.keys() & json.loads(path.read_text())["words"]
+    tokenstore.keep_words(again, fingerprint(locator))  # grows by what was new
+    third = ChatTokenizer(locator)
+    tokenstore.recall_words(third, fingerprint(locator))
+    assert third.count_texts(texts) == expected
+    assert third.learned_words() == WordMemory({}, {})
+    assert third.word_memory() is None  # nothing new: not written again
+
+
+def test_a_damaged_or_foreign_word_memory_is_not_used(isolated_cache: Path) -> None:
+    print_ = fingerprint(QWEN_DIR)
+    path = tokenstore.words_path(print_)
+    first = ChatTokenizer(QWEN_DIR)
+    first.count_texts(["hello there, world"])
+    tokenstore.keep_words(first, print_)
+    good = json.loads(path.read_text())
+    assert good["words"] == {"hello": 1, " there": 1, ",": 1, " world": 1}
+    damaged = [
+        {**good, "fingerprint": "x"},
+        {**good, "version": 0},
+        {**good, "rules": "other probes"},
+        {**good, "words": {**good["words"], "hello": 7.0}},
+        {**good, "words": {**good["words"], "hello": 0}},
+        {**good, "chars": {"ab": True}},
+        {**good, "chars": {"é": 1}},
+        [good],
+    ]
+    for bad in [*damaged, "{ cut"]:
+        path.write_text(bad if isinstance(bad, str) else json.dumps(bad))
+        tok = ChatTokenizer(QWEN_DIR)
+        tokenstore.recall_words(tok, print_)
+        assert tok.count_texts(["hello there, world"]) == [4]
+        learned = tok.learned_words()
+        assert learned is not None and "hello" in learned.words  # modelled, not remembered
+
+
+def test_words_counted_in_forked_children_are_kept(isolated_cache: Path) -> None:
+    from inferlab_bench.prepare.complete import count_on_all_cores
+
+    words = ["apple", "berry", "cherry", "damson", "elder", "fig", "grape", "hazel"]
+    texts = [f"{word} " * 5000 for word in words]  # past the parallel threshold
+    tok = ChatTokenizer(QWEN_DIR)
+    counts = count_on_all_cores(tok, texts, workers=2)
+    tokenstore.keep_words(tok, fingerprint(QWEN_DIR))
+    kept = json.loads(tokenstore.words_path(fingerprint(QWEN_DIR)).read_text())["words"]
+    assert {" " + word for word in words} <= kept.keys()  # odd ones came from the child
+    assert counts == ChatTokenizer(QWEN_DIR).count_texts(texts)
+
+
 _STAGE = textwrap.dedent(
     """
     import json, sys
@@ -153,6 +222,7 @@ def test_a_warm_run_with_another_seed_never_imports_transformers(
     assert imported == {"cold": True, "warm": False}
     assert manifest["tokenizer_loaded"] == "kept"
     assert manifest["chosen_entries_counted_now"] > 0
+    assert tokenstore.words_path(fingerprint(QWEN_DIR)).is_file()  # kept by the cold run
     fresh = prep_request(source, catalog, tmp_path / "fresh", required=20, seed=2)
     isolated_cache.rename(tmp_path / "old-cache")  # a cold run with seed 2
     assert run_prepare(fresh, catalog_dir=catalog).status.value == "succeeded"
@@ -160,6 +230,46 @@ def test_a_warm_run_with_another_seed_never_imports_transformers(
     assert (tmp_path / "warm" / population).read_bytes() == (
         tmp_path / "fresh" / population
     ).read_bytes()
+
+
+def test_a_warm_run_whose_helper_cannot_count_loads_the_real_tokenizer(
+    dataset: Any, tmp_path: Path, isolated_cache: Path
+) -> None:
+    """A kept backend that cannot be read: the helper answers None, the real tokenizer
+    counts, and the population is the one a cold run freezes."""
+    source, catalog = dataset(json.loads(REAL_SAMPLE.read_text()))
+    cold = prep_request(source, catalog, tmp_path / "cold", required=20, seed=1)
+    assert run_prepare(cold, catalog_dir=catalog).status.value == "succeeded"
+    tokenstore.backend_path(fingerprint(QWEN_DIR)).write_text("{ cut")
+    warm = prep_request(source, catalog, tmp_path / "warm", required=20, seed=2)
+    assert run_prepare(warm, catalog_dir=catalog).status.value == "succeeded"
+    manifest = json.loads((tmp_path / "warm" / "preparation-manifest.json").read_text())
+    assert manifest["tokenizer_loaded"] == "transformers"
+    assert manifest["chosen_entries_counted_now"] > 0
+    isolated_cache.rename(tmp_path / "old-cache")
+    fresh = prep_request(source, catalog, tmp_path / "fresh", required=20, seed=2)
+    assert run_prepare(fresh, catalog_dir=catalog).status.value == "succeeded"
+    population = "population.jsonl"
+    assert (tmp_path / "warm" / population).read_bytes() == (
+        tmp_path / "fresh" / population
+    ).read_bytes()
+
+
+def test_the_helper_counts_as_the_real_tokenizer_and_always_ends(isolated_cache: Path) -> None:
+    kept, real = _kept(QWEN_DIR)
+    texts = [real.render(chat) for chat in _chats()] + ADVERSARIAL
+    helper = tokenstore.KeptCounter.start(QWEN_DIR, {}, fingerprint(QWEN_DIR))
+    assert helper is not None
+    chat = _chats()[0]
+    assert helper.planned(chat) == real.render(chat)
+    assert helper.count(texts) == real.count_texts(texts)
+    helper.close(wait=True)
+    assert not helper._process.is_alive()
+    idle = tokenstore.KeptCounter.start(QWEN_DIR, {}, fingerprint(QWEN_DIR))
+    assert idle is not None
+    idle.close(wait=True)  # never asked: stopped, not waited for
+    assert not idle._process.is_alive() and not idle.counted
+    assert tokenstore.KeptCounter.start(QWEN_DIR, {"other": 1}, fingerprint(QWEN_DIR)) is None
 
 
 def _env() -> dict[str, str]:
