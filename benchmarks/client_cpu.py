@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from synthetic import write_population
 
 from inferlab_bench.case.aiperf_plugin.hook import CREDIT_WAIT_ENV_VAR
 from inferlab_bench.case.local import aiperf_environment
@@ -83,17 +84,11 @@ def simulator(workdir: Path) -> Iterator[str]:
         process.wait(timeout=10)
 
 
-def write_population(path: Path, n: int) -> None:
-    with path.open("wb") as out:
-        for i in range(n):
-            text = f"Question {i}: describe a harbour at dawn. " + "Add detail. " * (10 + i % 20)
-            line = {
-                "extra": {"ignore_eos": True, "min_tokens": OUTPUT_TOKENS},
-                "messages": [{"role": "user", "content": text}],
-                "output_length": OUTPUT_TOKENS,
-                "session_id": f"inferlab-{i:08d}",
-            }
-            out.write(orjson.dumps(line, option=orjson.OPT_SORT_KEYS) + b"\n")
+def prompts(n: int) -> list[str]:
+    return [
+        f"Question {i}: describe a harbour at dawn. " + "Add detail. " * (10 + i % 20)
+        for i in range(n)
+    ]
 
 
 def aiperf_config(url: str, population: Path, c: int, n: int, out: Path) -> dict[str, Any]:
@@ -133,7 +128,7 @@ def run_once(url: str, workdir: Path, c: int, mode: str) -> Run:
     n = requests_for(c)
     workdir.mkdir(parents=True)
     population = workdir / "population.jsonl"
-    write_population(population, n)
+    write_population(population, prompts(n), OUTPUT_TOKENS)
     config = workdir / "aiperf.json"
     config.write_text(json.dumps(aiperf_config(url, population, c, n, workdir / "out")))
     env = aiperf_environment(os.environ, cache_root()) | {CREDIT_WAIT_ENV_VAR: MODES[mode]}

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+from synthetic import write_population
 
 from inferlab_bench.case.records import read_records
 from inferlab_bench.protocol import BenchLoadInput, ConcurrencyLimited, RequestRateLimited
@@ -142,17 +143,11 @@ def points(quick: bool) -> list[Point]:
     return out
 
 
-def write_population(path: Path, n: int) -> None:
-    with path.open("wb") as out:
-        for i in range(n):
-            text = f"Request {i}: describe item {i} in detail. " + "Add context. " * (20 + i % 30)
-            line = {
-                "extra": {"ignore_eos": True, "min_tokens": OUTPUT_TOKENS},
-                "messages": [{"role": "user", "content": text}],
-                "output_length": OUTPUT_TOKENS,
-                "session_id": f"inferlab-{i:08d}",
-            }
-            out.write(orjson.dumps(line, option=orjson.OPT_SORT_KEYS) + b"\n")
+def prompts(n: int) -> list[str]:
+    return [
+        f"Request {i}: describe item {i} in detail. " + "Add context. " * (20 + i % 30)
+        for i in range(n)
+    ]
 
 
 def aiperf_config(base_url: str, population: Path, point: Point, out: Path) -> dict[str, Any]:
@@ -195,7 +190,7 @@ def aiperf_config(base_url: str, population: Path, point: Point, out: Path) -> d
 def run_point(point: Point, workdir: Path, placement: str) -> PointResult:
     workdir.mkdir(parents=True)
     population = workdir / "population.jsonl"
-    write_population(population, point.requests)
+    write_population(population, prompts(point.requests), OUTPUT_TOKENS)
     chosen = PLACEMENTS[placement]
     chosen.pin_server()
     try:

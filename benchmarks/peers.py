@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+from synthetic import write_population
 
 from inferlab_bench.case.local import aiperf_environment
 from inferlab_bench.case.usage import UsageSampler
@@ -144,15 +145,7 @@ def run_quiet(command: list[str], log: Path, env: dict[str, str] | None = None) 
 
 def ours(url: str, load: Load, texts: list[str], work: Path) -> tuple[str, list[Measured]]:
     population = work / "population.jsonl"
-    with population.open("wb") as out:
-        for i, text in enumerate(texts):
-            line = {
-                "extra": {"ignore_eos": True, "min_tokens": OUTPUT_TOKENS},
-                "messages": [{"role": "user", "content": text}],
-                "output_length": OUTPUT_TOKENS,
-                "session_id": f"inferlab-{i:08d}",
-            }
-            out.write(orjson.dumps(line, option=orjson.OPT_SORT_KEYS) + b"\n")
+    write_population(population, texts, OUTPUT_TOKENS)
     if load.rate is None:
         profiling = {"type": "concurrency", "concurrency": load.concurrency}
     else:

@@ -56,14 +56,22 @@ class GenerationRequest:
         return self.n * (1 if self.chat else len(self.prompts))
 
 
-def parse(raw: bytes, *, chat: bool) -> GenerationRequest | Rejection:
-    """Decode and check a request body; a Rejection says why it cannot be served."""
+def json_object(raw: bytes) -> dict[str, Any] | Rejection:
+    """A request body as a JSON object, or the 400 that says why it is not one."""
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         return Rejection(400, f"request body is not valid JSON: {exc}")
     if not isinstance(body, dict):
         return Rejection(400, "request body must be a JSON object")
+    return body
+
+
+def parse(raw: bytes, *, chat: bool) -> GenerationRequest | Rejection:
+    """Decode and check a request body; a Rejection says why it cannot be served."""
+    body = json_object(raw)
+    if isinstance(body, Rejection):
+        return body
     sampling = _sampling(body)
     if isinstance(sampling, Rejection):
         return sampling

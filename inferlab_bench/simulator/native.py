@@ -11,9 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
-
-from inferlab_bench.simulator.body import GenerationRequest, Rejection, is_token_ids
+from inferlab_bench.simulator.body import GenerationRequest, Rejection, is_token_ids, json_object
 from inferlab_bench.simulator.plan import Sampling
 from inferlab_bench.simulator.wire import Envelope, Usage
 
@@ -28,12 +26,9 @@ FLUSHED = (
 
 def parse_generate(raw: bytes) -> GenerationRequest | Rejection:
     """Decode and check a ``/generate`` body (one prompt: ``text`` or ``input_ids``)."""
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        return Rejection(400, f"request body is not valid JSON: {exc}")
-    if not isinstance(body, dict):
-        return Rejection(400, "request body must be a JSON object")
+    body = json_object(raw)
+    if isinstance(body, Rejection):
+        return body
     prompt = _prompt(body)
     if isinstance(prompt, Rejection):
         return prompt

@@ -14,19 +14,16 @@ from typing import Any
 
 import orjson
 
-from inferlab_bench.simulator.body import GenerationRequest, Rejection
+from inferlab_bench.simulator.body import GenerationRequest, Rejection, json_object
 from inferlab_bench.simulator.plan import Sampling
 from inferlab_bench.simulator.wire import Envelope, Usage
 
 
 def parse_responses(raw: bytes) -> GenerationRequest | Rejection:
     """Decode and check a ``/v1/responses`` body into a chat generation."""
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        return Rejection(400, f"request body is not valid JSON: {exc}")
-    if not isinstance(body, dict):
-        return Rejection(400, "request body must be a JSON object")
+    body = json_object(raw)
+    if isinstance(body, Rejection):
+        return body
     messages = _messages(body.get("input"))
     if isinstance(messages, Rejection):
         return messages

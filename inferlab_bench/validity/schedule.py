@@ -114,24 +114,18 @@ def scheduled_latency(
     n = len(records)
     shape = Load.of(load)
     if not shape.rate_limited:
-        return _not_applicable(n, _WHY_NOT[shape.kind.value])
+        return _without_figures(n, _WHY_NOT[shape.kind.value], applies=False)
     issued = records.credit_issued_ns
     planned = None
     if schedule is not None and issued is not None:
         planned = planned_send_ns(schedule, issued)
     due = planned if planned is not None else issued
     if due is None:
-        return ScheduledLatency(
-            applies=True,
-            basis=None,
-            requests=n,
-            send_lag_ms=None,
-            timing_lag_ms=None,
-            worker_lag_ms=None,
-            latencies=(),
-            sentence="Not measured: AIPerf recorded no credit issue times and no plan was "
-            "recorded, so when each request was due is unknown.",
+        why = (
+            "Not measured: AIPerf recorded no credit issue times and no plan was recorded, "
+            "so when each request was due is unknown."
         )
+        return _without_figures(n, why, applies=True)
     lag = (records.start_ns - due).astype(np.float64) / NS_PER_MS
     ok = records.succeeded
     latencies = _percentiles(records, lag, ok)
@@ -162,9 +156,9 @@ _WHY_NOT = {
 }
 
 
-def _not_applicable(n: int, why: str) -> ScheduledLatency:
+def _without_figures(n: int, why: str, *, applies: bool) -> ScheduledLatency:
     return ScheduledLatency(
-        applies=False,
+        applies=applies,
         basis=None,
         requests=n,
         send_lag_ms=None,
