@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from inferlab_bench.case.connections import ConnectionChoice, ConnectionPolicy, with_preconnect
 from inferlab_bench.case.local import aiperf_environment
 from inferlab_bench.case.usage import BookkeepingPolicy, UsageSampler, choose_bookkeeping
 from inferlab_bench.layout import cache_root
@@ -54,6 +55,7 @@ MODEL = "sim-model"
 PEERS = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "inferlab-bench/peers"
 METRICS = ("ttft", "itl", "e2e")
 BOOKKEEPING = os.environ.get("PEERS_BOOKKEEPING")  # equal, nice or idle; unset: as the stage
+PRECONNECT = os.environ.get("PEERS_PRECONNECT", "1") == "1"  # 0: AIPerf connects in request
 
 
 @dataclass(frozen=True)
@@ -190,6 +192,9 @@ def ours(url: str, load: Load, texts: list[str], work: Path) -> tuple[str, list[
     }
     (work / "aiperf.json").write_text(json.dumps(config))
     env = aiperf_environment(os.environ, cache_root())
+    if PRECONNECT:  # as the case stage does for a pooled server
+        pooled = ConnectionChoice(ConnectionPolicy.POOLED, "peers.py")
+        env |= with_preconnect(pooled, url, load.concurrency).env
     command = [sys.executable, "-m", "aiperf", "profile", "--config", str(work / "aiperf.json")]
     with (work / "client.log").open("w") as log:  # as our runner starts it
         process = subprocess.Popen(
