@@ -175,7 +175,7 @@ def test_validity_document_holds_every_verdict(warm_vllm: Ran, population: dict[
     assert usage["niced"]["policy"] == bookkeeping_for(warm_vllm.request)  # cores and load
     # Our transport opened the pool's connections before the load: no request connects.
     chosen = orjson.loads((warm_vllm.request.artifact_dir / "connections.json").read_bytes())
-    assert "INFERLAB_PRECONNECT" in chosen["config"]["aiperf_environment"]
+    assert "INFERLAB_PRECONNECT" in chosen["aiperf_environment"]
     log = (warm_vllm.request.artifact_dir / "aiperf-output.log").read_text()
     assert "inferlab: 2 of 2 connections opened before load" in log
     lines = (warm_vllm.request.artifact_dir / "aiperf" / "profile.jsonl").read_bytes().split()

@@ -129,8 +129,13 @@ def test_equal_policy_leaves_every_service_alone() -> None:
         leader.wait()
 
 
-def test_the_policy_follows_the_host_cores() -> None:
-    for concurrency in (1, 4, 16, None):
-        assert choose_bookkeeping(2, concurrency) == "idle"
-        assert choose_bookkeeping(SHARED_HOST_CORES, concurrency) == "idle"
-        assert choose_bookkeeping(SHARED_HOST_CORES + 1, concurrency) == "nice"
+def test_the_policy_follows_the_host_cores_and_the_load() -> None:
+    assert [choose_bookkeeping(2, c) for c in (1, 4, 5, 16, None)] == [
+        "idle",
+        "idle",
+        "nice",  # more than two requests per core: idle would cost throughput
+        "nice",
+        "nice",  # a rate load
+    ]
+    assert choose_bookkeeping(SHARED_HOST_CORES, 2 * SHARED_HOST_CORES) == "idle"
+    assert choose_bookkeeping(SHARED_HOST_CORES + 1, 1) == "nice"  # a bigger host
