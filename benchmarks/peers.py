@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -44,8 +45,9 @@ import numpy as np
 import orjson
 from synthetic import write_population
 
+from inferlab_bench.case.connections import ConnectionChoice, ConnectionPolicy, with_preconnect
 from inferlab_bench.case.local import aiperf_environment
-from inferlab_bench.case.usage import UsageSampler
+from inferlab_bench.case.usage import BookkeepingPolicy, UsageSampler, choose_bookkeeping
 from inferlab_bench.layout import cache_root
 from inferlab_bench.runs.demo import TOKENIZER_DIR
 
@@ -53,7 +55,8 @@ OUTPUT_TOKENS = 64
 MODEL = "sim-model"
 PEERS = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "inferlab-bench/peers"
 METRICS = ("ttft", "itl", "e2e")
-DEPRIORITIZE = os.environ.get("PEERS_DEPRIORITIZE", "1") == "1"  # 0: AIPerf's services all equal
+BOOKKEEPING = os.environ.get("PEERS_BOOKKEEPING")  # equal, nice or idle; unset: as the stage
+PRECONNECT = os.environ.get("PEERS_PRECONNECT", "1") == "1"  # 0: AIPerf connects in request
 
 
 @dataclass(frozen=True)
@@ -182,12 +185,15 @@ def ours(url: str, load: Load, texts: list[str], work: Path) -> tuple[str, list[
     }
     (work / "aiperf.json").write_text(json.dumps(config))
     env = aiperf_environment(os.environ, cache_root())
+    if PRECONNECT:  # as the case stage does for a pooled server
+        pooled = ConnectionChoice(ConnectionPolicy.POOLED, "peers.py")
+        env |= with_preconnect(pooled, url, load.concurrency).env
     command = [sys.executable, "-m", "aiperf", "profile", "--config", str(work / "aiperf.json")]
     with (work / "client.log").open("w") as log:  # as our runner starts it
         process = subprocess.Popen(
             command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
-        sampler = UsageSampler(process.pid, deprioritize=DEPRIORITIZE).start()
+        sampler = UsageSampler(process.pid, policy=bookkeeping(load)).start()
         process.wait()
         sampler.stop()
     if process.returncode != 0:
@@ -207,6 +213,14 @@ def ours(url: str, load: Load, texts: list[str], work: Path) -> tuple[str, list[
             )
         )
     return "x_request_id", out
+
+
+def bookkeeping(load: Load) -> BookkeepingPolicy:
+    """PEERS_BOOKKEEPING (equal, nice, idle) for an A/B; unset, what the case stage chooses."""
+    chosen = BOOKKEEPING or choose_bookkeeping(os.cpu_count() or 1, load.concurrency)
+    if chosen not in ("equal", "nice", "idle"):
+        raise SystemExit(f"PEERS_BOOKKEEPING={chosen}: expected equal, nice or idle")
+    return chosen  # type: ignore[return-value]
 
 
 def guidellm(url: str, load: Load, texts: list[str], work: Path) -> tuple[str, list[Measured]]:
@@ -371,6 +385,7 @@ class RunFigures:
     load: str
     n: int
     figures: dict[str, tuple[float, float, float]]  # metric -> (p50, p90, max) of overhead
+    rps: float = 0.0  # achieved: the server's requests over its first arrival to last end
 
 
 def summarise(client: str, load: str, diffs: dict[str, Any]) -> RunFigures | None:
@@ -391,6 +406,7 @@ def render(runs: list[RunFigures], loads: list[str], clients: list[str]) -> str:
     head = f"{'load':<6}{'client':<10}{'runs':>5}{'n':>5}"
     for name in METRICS:
         head += f"  {name.upper() + ' p50 / p90 / max ms (spread of p90)':>44}"
+    head += f"  {'req/s':>6}"
     lines = [head, "-" * len(head)]
     for load in loads:
         for client in clients:
@@ -405,6 +421,7 @@ def render(runs: list[RunFigures], loads: list[str], clients: list[str]) -> str:
                 p90s = [r.figures[name][1] for r in mine]
                 cell = f"{p50:.2f} / {p90:.2f} / {top:.2f} ({min(p90s):.2f}-{max(p90s):.2f})"
                 row += f"  {cell:>44}"
+            row += f"  {statistics.median(r.rps for r in mine):>6.2f}"
             lines.append(row)
     return "\n".join(lines)
 
@@ -418,7 +435,7 @@ def final_line(runs: list[RunFigures]) -> str:
             )
             for client in {r.client for r in runs if r.load == load}
         }
-        peers = [v for c, v in p90.items() if c != "ours"]
+        peers = [v for c, v in p90.items() if not c.startswith("ours")]
         if "ours" not in p90 or not peers:
             parts.append(f"{load} n/a")
             continue
@@ -476,7 +493,11 @@ def run_one(
         print(f"{load.key} {client}: failed ({exc})", file=sys.stderr, flush=True)
         return []
     time.sleep(0.2)  # the last truth line is flushed before the last byte, but be sure
-    figures = summarise(client, load.key, overheads(kind, measured, sim.truth_since(offset)))
+    truth = sim.truth_since(offset)
+    figures = summarise(client, load.key, overheads(kind, measured, truth))
+    if figures is not None and truth:
+        span = max(t["end_ns"] for t in truth) - min(t["arrival_ns"] for t in truth)
+        figures = dataclasses.replace(figures, rps=len(truth) / max(span / 1e9, 1e-9))
     if figures is None:
         print(f"{load.key} {client}: nothing joined", file=sys.stderr, flush=True)
         return []
@@ -488,7 +509,7 @@ def run_one(
     ttft = figures.figures["ttft"]
     print(
         f"{load.key} {client}: {figures.n} joined, TTFT overhead p50 {ttft[0]:.2f} "
-        f"p90 {ttft[1]:.2f} ms ({time.monotonic() - started:.0f} s)",
+        f"p90 {ttft[1]:.2f} ms, {figures.rps:.2f} req/s ({time.monotonic() - started:.0f} s)",
         file=sys.stderr,
         flush=True,
     )

@@ -10,13 +10,14 @@ from inferlab_bench.case import reset, runner
 from inferlab_bench.case.aiperf_plugin.hook import CREDIT_WAIT_ENV_VAR, ENV_VAR, HookSettings
 from inferlab_bench.case.engine import EngineOutcome, EngineRun
 from inferlab_bench.case.reset import ResetTarget
+from inferlab_bench.case.usage import BookkeepingPolicy, choose_bookkeeping
 from inferlab_bench.layout import (
     AIPERF_CONSOLE_LOG,
     PROFILING_START_METRICS,
     RESET_EVIDENCE_FILE,
     cache_root,
 )
-from inferlab_bench.protocol import BenchClientRequest
+from inferlab_bench.protocol import BenchClientRequest, ConcurrencyLimited
 
 DEAD_HUB_ENDPOINT = "http://127.0.0.1:9"
 """Where the model hub client is pointed for AIPerf: nothing listens on the discard port, so
@@ -61,6 +62,7 @@ class LocalEngine:
             stop_at=run.stop_at,
             env=env,
             echo=run.echo,
+            bookkeeping=bookkeeping_for(request),
         )
         stopped_by = "deadline" if outcome.timed_out else "signal" if outcome.interrupted else None
         return EngineOutcome(
@@ -71,6 +73,13 @@ class LocalEngine:
             duration=outcome.duration,
             usage=outcome.usage,
         )
+
+
+def bookkeeping_for(request: BenchClientRequest) -> BookkeepingPolicy:
+    """How AIPerf's bookkeeping yields to its sender here: from this host's cores and the load."""
+    shape = request.case.load_shape
+    concurrency = shape.concurrency if isinstance(shape, ConcurrencyLimited) else None
+    return choose_bookkeeping(os.cpu_count() or 1, concurrency)
 
 
 def aiperf_environment(base: Mapping[str, str], cache_dir: Path) -> dict[str, str]:

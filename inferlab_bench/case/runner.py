@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO
 
 from inferlab_bench.atomic import fresh_text_file
-from inferlab_bench.case.usage import UsageSampler, UsageSeries
+from inferlab_bench.case.usage import BookkeepingPolicy, UsageSampler, UsageSeries
 from inferlab_bench.errors import LoadGeneratorError
 from inferlab_bench.interrupts import Guard
 
@@ -53,6 +53,7 @@ def run_aiperf(
     stop_at: float,
     env: Mapping[str, str],
     echo: IO[str] | None = None,
+    bookkeeping: BookkeepingPolicy = "equal",
 ) -> RunOutcome:
     """Run AIPerf until it exits, ``stop_at`` (monotonic) passes, or the guard fires.
 
@@ -65,9 +66,9 @@ def run_aiperf(
     with guard.deferred() as stop, fresh_text_file(log_path) as log:
         process = _spawn(command, env)
         # AIPerf leads its own session, so its services and workers are all in it; its
-        # bookkeeping services run at a lower priority than its sender (see UsageSampler).
+        # bookkeeping services yield to its sender as ``bookkeeping`` says (UsageSampler).
         sampler = (
-            UsageSampler(process.pid, deprioritize=True).start()
+            UsageSampler(process.pid, policy=bookkeeping).start()
             if UsageSampler.available()
             else None
         )

@@ -68,6 +68,7 @@ from inferlab_bench.protocol import (
     BenchClientResult,
     BenchRequestSloResult,
     ClientStatus,
+    ConcurrencyLimited,
     DatasetSource,
     RandomSource,
     RawArtifact,
@@ -288,6 +289,10 @@ def _choose_connections(case: _Case) -> dict[str, str]:
         case.options.connections,
         timeout=min(5.0, max(0.5, case.remaining())),
     )
+    shape = case.request.case.load_shape
+    concurrency = shape.concurrency if isinstance(shape, ConcurrencyLimited) else None
+    if case.engine.hosts_our_plugin:
+        choice = connections.with_preconnect(choice, case.request.endpoint.base_url, concurrency)
     case.write_json("connections.json", "config", choice.as_json())
     return dict(choice.env)
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
+from inferlab_bench.case.aiperf_plugin.hook import PRECONNECT_ENV_VAR
 from inferlab_bench.case.connections import (
     CLOSE_ENV,
+    PRECONNECT_MAX,
     ConnectionPolicy,
     choose,
     parse_option,
+    with_preconnect,
 )
 from inferlab_bench.errors import ConfigurationError
 from inferlab_bench.simulator import SimulatorConfig, running_simulator
@@ -43,3 +47,22 @@ def test_a_server_not_known_to_drop_connections_keeps_the_pool() -> None:
         choice = choose(sim.base_url, None)
     assert choice.policy is ConnectionPolicy.POOLED and choice.env == {}
     assert choice.origin.startswith("detected from GET /v1/models owned_by")
+
+
+def test_a_pooled_concurrency_load_opens_one_connection_per_slot_ahead() -> None:
+    pooled = choose("http://127.0.0.1:9", "pooled")
+    choice = with_preconnect(pooled, "http://127.0.0.1:8000/", 4)
+    assert orjson.loads(choice.env[PRECONNECT_ENV_VAR]) == {
+        "url": "http://127.0.0.1:8000/v1/models",
+        "connections": 4,
+    }
+    assert PRECONNECT_ENV_VAR in choice.as_json()["aiperf_environment"]  # recorded
+    wide = with_preconnect(pooled, "http://h", PRECONNECT_MAX * 10).env[PRECONNECT_ENV_VAR]
+    assert orjson.loads(wide)["connections"] == PRECONNECT_MAX
+
+
+def test_no_preconnect_for_a_rate_load_or_a_closing_server() -> None:
+    pooled = choose("http://127.0.0.1:9", "pooled")
+    assert with_preconnect(pooled, "http://h", None) == pooled
+    closing = choose("http://127.0.0.1:9", "close")
+    assert with_preconnect(closing, "http://h", 8).env == CLOSE_ENV

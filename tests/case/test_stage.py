@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 import pytest
 
+from inferlab_bench.case.local import bookkeeping_for
 from inferlab_bench.case.records import read_records
 from inferlab_bench.case.stage import CaseOptions, run_case
 from inferlab_bench.protocol import BenchClientRequest, BenchClientResult, ClientStatus
@@ -171,6 +172,15 @@ def test_validity_document_holds_every_verdict(warm_vllm: Ran, population: dict[
     usage = orjson.loads((warm_vllm.request.artifact_dir / "client-usage.json").read_bytes())
     assert len(usage["time_ns"]) == len(usage["cpu_seconds"]) >= 2 and usage["processes"] > 2
     assert "record_processor" in usage["niced"]["services"]  # off the timing path
+    assert usage["niced"]["policy"] == bookkeeping_for(warm_vllm.request)  # cores and load
+    # Our transport opened the pool's connections before the load: no request connects.
+    chosen = orjson.loads((warm_vllm.request.artifact_dir / "connections.json").read_bytes())
+    assert "INFERLAB_PRECONNECT" in chosen["aiperf_environment"]
+    log = (warm_vllm.request.artifact_dir / "aiperf-output.log").read_text()
+    assert "inferlab: 2 of 2 connections opened before load" in log
+    lines = (warm_vllm.request.artifact_dir / "aiperf" / "profile.jsonl").read_bytes().split()
+    reused = [orjson.loads(x)["metrics"]["http_req_connection_reused"]["value"] for x in lines]
+    assert reused and set(reused) == {1}  # warmup's first requests included
     assert doc["population_sha256"] == population["sha256"]
     profiling = next(s for s in doc["sequences"] if s["phase"] == "profiling")
     sent = [f"inferlab-{i:08d}\n" for i in range(WARMUP, WARMUP + REQUESTS)]

@@ -9,7 +9,13 @@ import time
 
 import pytest
 
-from inferlab_bench.case.usage import UsageSampler, is_this_host, procs_running
+from inferlab_bench.case.usage import (
+    SHARED_HOST_CORES,
+    UsageSampler,
+    choose_bookkeeping,
+    is_this_host,
+    procs_running,
+)
 
 pytestmark = pytest.mark.skipif(not UsageSampler.available(), reason="needs Linux /proc")
 
@@ -63,15 +69,73 @@ def test_bookkeeping_services_are_niced_and_the_sender_is_not() -> None:
     )
     sender = subprocess.Popen(["aiperf worker_9f8e7d6c", "3"], executable="/bin/sleep")
     try:
-        sampler = UsageSampler(leader.pid, interval=0.05, deprioritize=True).start()
+        sampler = UsageSampler(leader.pid, interval=0.05, policy="nice").start()
         time.sleep(0.3)
         series = sampler.stop()
         assert os.getpriority(os.PRIO_PROCESS, leader.pid) == 10
         ours = os.getpriority(os.PRIO_PROCESS, 0)
         assert os.getpriority(os.PRIO_PROCESS, sender.pid) == ours  # not in the session
         assert series.niced == ("record_processor",)
-        assert series.as_json()["niced"] == {"services": ["record_processor"], "nice": 10}
+        assert series.as_json()["niced"] == {
+            "policy": "nice",
+            "services": ["record_processor"],
+            "nice": 10,
+            "scheduler": "SCHED_OTHER",
+        }
+        assert os.sched_getscheduler(leader.pid) == os.SCHED_OTHER
     finally:
         for p in (leader, sender):
             p.kill()
             p.wait()
+
+
+def test_idle_bookkeeping_runs_under_sched_idle_and_is_recorded() -> None:
+    """On a small host the bookkeeping services get a core only when nothing else wants it."""
+    leader = subprocess.Popen(
+        ["aiperf records_manager", "3"], executable="/bin/sleep", start_new_session=True
+    )
+    try:
+        sampler = UsageSampler(leader.pid, interval=0.05, policy="idle").start()
+        time.sleep(0.3)
+        series = sampler.stop()
+        assert os.sched_getscheduler(leader.pid) == os.SCHED_IDLE
+        assert os.getpriority(os.PRIO_PROCESS, leader.pid) == 10
+        assert os.sched_getscheduler(0) != os.SCHED_IDLE  # the sampler itself is untouched
+        recorded = series.as_json()["niced"]
+        assert recorded["policy"] == "idle" and recorded["scheduler"] == "SCHED_IDLE"
+        assert recorded["services"] == ["records_manager"]
+    finally:
+        leader.kill()
+        leader.wait()
+
+
+def test_equal_policy_leaves_every_service_alone() -> None:
+    leader = subprocess.Popen(
+        ["aiperf record_processor_1a2b3c4d", "3"], executable="/bin/sleep", start_new_session=True
+    )
+    try:
+        series = UsageSampler(leader.pid, interval=0.05).start()
+        time.sleep(0.2)
+        recorded = series.stop().as_json()["niced"]
+        assert os.getpriority(os.PRIO_PROCESS, leader.pid) == os.getpriority(os.PRIO_PROCESS, 0)
+        assert recorded == {
+            "policy": "equal",
+            "services": [],
+            "nice": 0,
+            "scheduler": "SCHED_OTHER",
+        }
+    finally:
+        leader.kill()
+        leader.wait()
+
+
+def test_the_policy_follows_the_host_cores_and_the_load() -> None:
+    assert [choose_bookkeeping(2, c) for c in (1, 4, 5, 16, None)] == [
+        "idle",
+        "idle",
+        "nice",  # more than two requests per core: idle would cost throughput
+        "nice",
+        "nice",  # a rate load
+    ]
+    assert choose_bookkeeping(SHARED_HOST_CORES, 2 * SHARED_HOST_CORES) == "idle"
+    assert choose_bookkeeping(SHARED_HOST_CORES + 1, 1) == "nice"  # a bigger host

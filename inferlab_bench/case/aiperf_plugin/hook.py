@@ -14,6 +14,9 @@ ENV_VAR = "INFERLAB_AIPERF_PLUGIN"
 """JSON of ``HookSettings``, set by our runner for the ``aiperf profile`` subprocess."""
 CREDIT_WAIT_ENV_VAR = "INFERLAB_CREDIT_WAIT"
 """``1``: our request_rate strategy sleeps until a credit returns instead of spinning."""
+PRECONNECT_ENV_VAR = "INFERLAB_PRECONNECT"
+"""JSON ``{"url": <GET target>, "connections": n}``: our transport opens n connections at
+start-up (``transport.PreconnectedTransport``); set by the case stage."""
 
 
 @dataclass(frozen=True)
