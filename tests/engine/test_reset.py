@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,7 +29,9 @@ def slot_actions(tmp_path: Path) -> tuple[str, ...]:
     return ("--slot-save-path", f"{folder}/")
 
 
-def warm_reset_case(server: RunningLlamaServer, tmp_path: Path, name: str) -> BenchClientRequest:
+def warm_reset_case(
+    server: RunningLlamaServer, tmp_path: Path, name: str, body: dict[str, Any] | None = None
+) -> BenchClientRequest:
     """A case whose warmup sends the prompts it then measures, with a reset between."""
     population = repeating_population(tmp_path / "population.jsonl", WARMUP + REQUESTS, WARMUP)
     return case_request(
@@ -38,6 +41,7 @@ def warm_reset_case(server: RunningLlamaServer, tmp_path: Path, name: str) -> Be
         request_count=REQUESTS,
         warmup=WARMUP,
         reset_prefix_cache=True,
+        body=body,
     )
 
 
@@ -70,9 +74,14 @@ def test_with_the_reset_the_first_measured_requests_read_no_cached_tokens(
 def test_erasing_one_slot_of_two_leaves_the_cache_warm_and_the_case_says_so(
     start_server: StartServer, tmp_path: Path
 ) -> None:
-    """Warmup fills both slots with the measured prompts; a reset of slot 0 alone is caught."""
+    """Every request pinned to slot 1 (llama.cpp's ``id_slot``); erasing slot 0 alone is caught.
+
+    Unpinned, which slot a request lands on depends on timing (a free slot with a shared prefix
+    is preferred, else the least recently used), so a test erasing one slot could find the
+    prompts in the other one or in neither.
+    """
     server = start_server(parallel=2, extra=slot_actions(tmp_path))
-    request = warm_reset_case(server, tmp_path, "partial")
+    request = warm_reset_case(server, tmp_path, "partial", body={"id_slot": 1})
     result = run_json_case(request, "--prefix-cache-reset", "POST:/slots/0?action=erase")
     assert result["status"] == "failed"
     assert "the prefix cache was not cold after the reset" in result["error"]
