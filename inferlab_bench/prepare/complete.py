@@ -65,21 +65,26 @@ def complete_counts(
     tokenizers: Tokenizers,
     max_input: int,
 ) -> list[Chosen]:
-    """``chosen`` with every count exact; a tokenizer is only made if one is missing, and
-    the real one only if the kept one cannot render every input from a verified plan."""
+    """``chosen`` with every count exact; only the missing ones are counted (an input
+    counted when the table was built keeps its count), a tokenizer is only made if one is
+    missing, and the real one only if the kept one cannot render every input to count
+    from a verified plan."""
     missing = [c for c in chosen if not c.complete]
     if not missing:
         return list(chosen)
-    chats = [c.conversation.chat(c.end) for c in missing]
-    targets = [c.conversation.messages[c.end][1] for c in missing]
+    inputs = [c for c in missing if c.input_tokens == UNCOUNTED]
+    chats = [c.conversation.chat(c.end) for c in inputs]
+    targets = [c.conversation.messages[c.end][1] for c in missing if c.target_tokens == UNCOUNTED]
     counts = _kept_counts(tokenizers.kept(), chats, targets)
     if counts is None:
         tok = tokenizers()
         counts = count_on_all_cores(tok, [tok.render(chat) for chat in chats] + targets)
+    input_counts = iter(counts[: len(chats)])
+    target_counts = iter(counts[len(chats) :])
     counted = {}
-    for c, n_input, n_target in zip(
-        missing, counts[: len(missing)], counts[len(missing) :], strict=True
-    ):
+    for c in missing:
+        n_input = next(input_counts) if c.input_tokens == UNCOUNTED else c.input_tokens
+        n_target = next(target_counts) if c.target_tokens == UNCOUNTED else c.target_tokens
         _check(c, n_input, n_target, max_input)
         counted[c.position] = Chosen(c.position, c.conversation, c.end, n_input, n_target)
     return [counted.get(c.position, c) for c in chosen]
@@ -144,11 +149,8 @@ def _count_share(k: int) -> tuple[list[int], WordMemory | None]:
 
 
 def _check(c: Chosen, n_input: int, n_target: int, max_input: int) -> None:
-    """An ``UNCOUNTED`` input was proved to fit, an ``UNCOUNTED`` target to have two tokens;
-    a count already known must come out the same."""
-    target_floor = 2 if c.target_tokens == UNCOUNTED else 1
-    agrees = c.input_tokens in (UNCOUNTED, n_input) and c.target_tokens in (UNCOUNTED, n_target)
-    if n_input > max_input or n_target < target_floor or not agrees:
+    """An ``UNCOUNTED`` input was proved to fit, an ``UNCOUNTED`` target to have two tokens."""
+    if n_input > max_input or (c.target_tokens == UNCOUNTED and n_target < 2):
         raise TokenizerError(_violated(c, n_input, n_target, max_input))
 
 

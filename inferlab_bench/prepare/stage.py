@@ -92,16 +92,19 @@ def _run(
     tokenizer_id = fingerprint(request.model.locator)
     key = tokencache.table_key(acquired.sha256, tokenizer_id, source.max_input_tokens, kwargs)
     tokenizer = _OnDemand(request.model.locator, kwargs, tokenizer_id)
-    table, cache_hit, source_format = _token_table(key, acquired, request, tokenizer, progress)
-    tokenized = time.monotonic()
-    made = tokenizer.made
-    saving = tokenstore.start_saving_backend(made, tokenizer_id) if made else _no_wait
-    admitted = _census(table, source.output_tokens, census)
-    chosen = select(request.seed, admitted, request.required_entries)
-    if len(chosen) < request.required_entries:
-        raise InsufficientEntriesError(request.required_entries, census.admitted)
-    # A warm run that must count reads the kept tokenizer in a helper meanwhile.
-    with tokenizer.helping(cache_hit and _lack_counts(table, chosen)):
+    # A cached table means a warm run, which will likely count a few chosen entries: the
+    # kept tokenizer is read in a helper from now on, while this process selects.
+    with tokenizer.helping(tokencache.table_path(key).is_file()):
+        table, cache_hit, source_format = _token_table(key, acquired, request, tokenizer, progress)
+        tokenized = time.monotonic()
+        made = tokenizer.made
+        saving = tokenstore.start_saving_backend(made, tokenizer_id) if made else _no_wait
+        admitted = _census(table, source.output_tokens, census)
+        chosen = select(request.seed, admitted, request.required_entries)
+        if len(chosen) < request.required_entries:
+            raise InsufficientEntriesError(request.required_entries, census.admitted)
+        if not (cache_hit and _lack_counts(table, chosen)):
+            tokenizer.stop_helping()
         rows = _chosen_rows(table, chosen, acquired.path)
         counted = complete_counts(rows, tokenizer, source.max_input_tokens)
         if tokenizer.made is not None:  # (the helper keeps what it learned itself)
@@ -172,21 +175,28 @@ class _OnDemand:
         return self._tok
 
     @contextlib.contextmanager
-    def helping(self, warm: bool) -> Iterator[None]:
-        """When a warm run (a cached table) must count chosen entries, start reading the
-        kept tokenizer in a helper (``tokenstore.KeptCounter``) at once, while the chosen
-        records are read back and rendered; at the end, let it finish keeping its words,
-        or stop it if it was not asked (the real tokenizer was at hand) or the run failed."""
-        if warm:
+    def helping(self, likely: bool) -> Iterator[None]:
+        """When a warm run (a cached table) is ``likely`` to count chosen entries, start
+        reading the kept tokenizer in a helper (``tokenstore.KeptCounter``) at once, while
+        the table is read, the entries chosen and their records read back and rendered;
+        ``stop_helping`` ends it early when nothing is left to count. At the end, let it
+        finish keeping its words, or stop it if it was not asked (the real tokenizer was at
+        hand) or the run failed."""
+        if likely:
             self._kept = tokenstore.KeptCounter.start(*self._args, self._fingerprint)
         try:
             yield
         except BaseException:
-            if self._kept is not None:
-                self._kept.close(wait=False)
+            self.stop_helping()
             raise
         if self._kept is not None:
             self._kept.close(wait=True)
+
+    def stop_helping(self) -> None:
+        """No count will be asked of the helper: stop it now (it would only take a core)."""
+        if self._kept is not None:
+            self._kept.close(wait=False)
+            self._kept = None
 
     def kept(self) -> tokenstore.KeptCounter | None:
         """The helper counting with the kept tokenizer (None once the real one is at

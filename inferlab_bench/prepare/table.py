@@ -28,6 +28,7 @@ from inferlab_bench.prepare.materialize import (
     source_id,
     target_reason,
 )
+from inferlab_bench.prepare.pretoken import WordMemory
 from inferlab_bench.prepare.sharegpt import Records
 from inferlab_bench.prepare.tokenize import ChatTokenizer, PrefixCounter, TokenRate
 from inferlab_bench.progress import NULL_PROGRESS, ProgressSink
@@ -133,8 +134,10 @@ def build_table(
     spans = [range(i, min(i + _CHUNK, len(records))) for i in range(0, len(records), _CHUNK)]
     batches: list[pa.RecordBatch] = []
     progress.begin("tokenizing conversations", len(records), unit="conversations")
-    for batch in _evaluate_all(records, spans, tok, max_input, workers):
+    for batch, learned in _evaluate_all(records, spans, tok, max_input, workers):
         batches.append(batch)
+        if learned is not None:
+            tok.absorb_words(learned)  # kept with this process's own (``tokenstore``)
         progress.advance(batch.num_rows)
     progress.end()
     return pa.Table.from_batches(batches, schema=SCHEMA)
@@ -149,14 +152,15 @@ def _evaluate_all(
     tok: ChatTokenizer,
     max_input: int,
     workers: int | None,
-) -> Iterator[pa.RecordBatch]:
-    """Batches of rows in file order. Forked workers inherit the records and the loaded
-    tokenizer, so only index ranges go to them and only Arrow batches come back (built
-    there, in parallel, and cheap to pickle)."""
+) -> Iterator[tuple[pa.RecordBatch, WordMemory | None]]:
+    """Batches of rows in file order, each with the words a forked worker counted for it.
+    Forked workers inherit the records and the loaded tokenizer, so only index ranges go
+    to them and only Arrow batches (built there, in parallel, and cheap to pickle) and the
+    words new to them come back: the counts a later warm run may remember."""
     count = workers or min(len(os.sched_getaffinity(0)), 8)
     if count <= 1 or len(spans) <= 1:
         for span in spans:
-            yield _evaluate_span(records, tok, max_input, span)
+            yield _evaluate_span(records, tok, max_input, span), None
         return
     tok.ready()
     tok.make_bounds()
@@ -173,8 +177,10 @@ def _quiet_tokenizers() -> None:
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
 
-def _evaluate_inherited(span: range) -> pa.RecordBatch:
-    return _evaluate_span(_WORKER["records"], _WORKER["tok"], _WORKER["max_input"], span)
+def _evaluate_inherited(span: range) -> tuple[pa.RecordBatch, WordMemory | None]:
+    tok: ChatTokenizer = _WORKER["tok"]
+    batch = _evaluate_span(_WORKER["records"], tok, _WORKER["max_input"], span)
+    return batch, tok.take_learned_words()
 
 
 def _evaluate_span(

@@ -204,6 +204,14 @@ class ChatTokenizer:
         self.ready()
         return None if self._by_word is None else self._by_word.learned()
 
+    def take_learned_words(self) -> WordMemory | None:
+        """``learned_words``, then forgotten as learned (they stay known): each call returns
+        only what was learned since the last one."""
+        learned = self.learned_words()
+        if self._by_word is not None:
+            self._by_word.forget_learned()
+        return learned
+
     def word_memory(self) -> WordMemory | None:
         """What the next run may ``remember_words``: None as for ``learned_words``, and
         when nothing was learned since ``remember_words``."""

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from typing import Any
 
 import pytest
+import regex
 
-from inferlab_bench.prepare.pretoken import WordCounter
+from inferlab_bench.prepare.bounds import PATTERNS
+from inferlab_bench.prepare.pretoken import WordCounter, ascii_pattern
 from inferlab_bench.prepare.tokenize import ChatTokenizer
 from tests.prepare.conftest import QWEN_DIR, REAL_SAMPLE
 
@@ -88,6 +91,26 @@ def test_word_counts_equal_encode_on_real_and_adversarial_ascii(tok: ChatTokeniz
             assert fast == count, segment[:80]
             assert "".join(counter._split(segment)) == segment  # noqa: SLF001 (no gaps)
     assert accepted > 0.8 * len(segments)
+
+
+@pytest.mark.parametrize("pattern", sorted(PATTERNS))
+def test_ascii_text_splits_alike_with_re_and_regex(pattern: str) -> None:
+    """``re`` with the ASCII spelling of the pattern finds the very pieces ``regex`` finds
+    with the pattern itself, on real text and on random strings of every ASCII character
+    the counter accepts."""
+    ours = re.compile(ascii_pattern(pattern), re.ASCII).findall
+    theirs = regex.compile(pattern).findall
+    records = json.loads(REAL_SAMPLE.read_text())
+    texts = [t["value"] for r in records for t in r["conversations"]] + _ascii_texts(7, 300)
+    alphabet = [chr(c) for c in range(128) if not 0x1C <= c <= 0x1F]
+    rng = random.Random(11)
+    texts += ["".join(rng.choices(alphabet, k=rng.randint(1, 40))) for _ in range(20_000)]
+    tricky = "aZ9 '\t\n\r\x0b\x0c.sStTlLdDmMvVeE"  # contractions, every kind of space
+    texts += ["".join(rng.choices(tricky, k=30)) for _ in range(20_000)]
+    ascii_texts = [t for t in texts if t.isascii()]
+    assert len(ascii_texts) > 40_000
+    for text in ascii_texts:
+        assert ours(text) == theirs(text), repr(text[:80])
 
 
 def test_text_the_engines_might_split_or_normalize_differently_is_refused() -> None:

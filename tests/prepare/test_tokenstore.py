@@ -184,6 +184,33 @@ def test_words_counted_in_forked_children_are_kept(isolated_cache: Path) -> None
     assert counts == ChatTokenizer(QWEN_DIR).count_texts(texts)
 
 
+def test_words_counted_by_the_table_workers_are_kept(
+    isolated_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cold run's table is built by forked workers (the parent only collects batches):
+    the words they counted come back with each batch and are kept, and a later run that
+    remembers them counts as AutoTokenizer does."""
+    from inferlab_bench.prepare import table
+    from inferlab_bench.prepare.sharegpt import read_records
+
+    monkeypatch.setattr(table, "_CHUNK", 8)  # several spans from the small sample
+    tok = ChatTokenizer(QWEN_DIR)
+    records = read_records(REAL_SAMPLE).records
+    table.build_table(records, tok, 300, workers=2)  # small limit: many inputs counted
+    tokenstore.keep_words(tok, fingerprint(QWEN_DIR))
+    kept = json.loads(tokenstore.words_path(fingerprint(QWEN_DIR)).read_text())["words"]
+    assert len(kept) > 1000
+    texts = [m["content"] for chat in _chats() for m in chat]
+    auto = AutoTokenizer.from_pretrained(QWEN_DIR, local_files_only=True)
+    again = ChatTokenizer(QWEN_DIR)
+    tokenstore.recall_words(again, fingerprint(QWEN_DIR))
+    assert again.count_texts(texts) == [
+        len(auto(t, add_special_tokens=False)["input_ids"]) for t in texts
+    ]
+    learned = again.learned_words()
+    assert learned is not None and learned.words.keys().isdisjoint(kept)  # none modelled twice
+
+
 _STAGE = textwrap.dedent(
     """
     import json, sys
