@@ -68,3 +68,7 @@ def cache_root() -> Path:
     """Our cache: ``$XDG_CACHE_HOME/inferlab`` (``~/.cache/inferlab`` by default)."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "inferlab"
+
+
+CATALOG_DIR_ENV = "INFERLAB_CATALOG_DIR"
+"""A catalog directory to use instead of the packaged one (``prepare.catalog``)."""

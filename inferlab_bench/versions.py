@@ -6,7 +6,6 @@ import platform
 from importlib import metadata
 
 from inferlab_bench import __version__
-from inferlab_bench.protocol import PROTOCOL_VERSION
 
 PINNED_AIPERF_VERSION = "0.13.0"
 
@@ -19,6 +18,8 @@ def package_version(name: str) -> str | None:
 
 
 def handshake_facts() -> dict[str, object]:
+    from inferlab_bench.protocol import PROTOCOL_VERSION  # pydantic: not for package_version
+
     return {
         "client": "inferlab-bench",
         "client_version": __version__,

@@ -1,4 +1,9 @@
-"""``inferlab-bench prepare``: freeze a population — JSON mode (--input/--output) or human flags."""
+"""``inferlab-bench prepare``: freeze a population — JSON mode (--input/--output) or human flags.
+
+Before anything heavy is imported (pydantic's models, numpy, pyarrow: about a quarter of a
+second), ``run`` starts reading the kept tokenizer in a helper (``tokenstore.start_early``),
+so that a warm preparation finds it read; the rest of this command is imported after.
+"""
 
 from __future__ import annotations
 
@@ -6,28 +11,17 @@ import argparse
 import functools
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 
 from inferlab_bench.cli.flags import bind, with_flags
-from inferlab_bench.cli.jsonmode import run_json_command
-from inferlab_bench.cli.progress import stderr_progress
-from inferlab_bench.cli.render import EXIT_FAILED, print_json, report_error
-from inferlab_bench.errors import InferlabError
-from inferlab_bench.prepare.catalog import CATALOG_DIR_ENV
-from inferlab_bench.prepare.stage import run_prepare
-from inferlab_bench.protocol import (
-    BenchDatasetPreparationRequest,
-    BenchDatasetPreparationResult,
-    ClientStatus,
-)
-from inferlab_bench.runs.options import PrepareFlags
-from inferlab_bench.runs.prepare import (
-    catalogued_sharegpt,
-    local_file,
-    preparation_request,
-    prepare_and_save,
-)
+from inferlab_bench.layout import CATALOG_DIR_ENV
+from inferlab_bench.prepare import tokenstore
+
+if TYPE_CHECKING:
+    from inferlab_bench.protocol import BenchDatasetPreparationResult
+    from inferlab_bench.runs.options import PrepareFlags
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -58,10 +52,36 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    _read_kept_tokenizer_early(args)
+    from inferlab_bench.runs.options import PrepareFlags
+
     return with_flags(args, PrepareFlags, _run)
 
 
+def _read_kept_tokenizer_early(args: argparse.Namespace) -> None:
+    """A head start only: the request (or the flags) is validated later, and anything that
+    cannot be read here just means the stage starts the helper itself, if at all."""
+    locator, kwargs = getattr(args, "model", None), getattr(args, "chat_template_kwargs", None)
+    try:
+        if getattr(args, "input", None) is not None:
+            request = orjson.loads(Path(args.input).read_bytes())
+            locator = request["model"]["locator"]
+            kwargs = (request.get("request_body") or {}).get("chat_template_kwargs")
+        elif isinstance(kwargs, str):
+            kwargs = orjson.loads(kwargs)
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        return
+    kwargs = {} if kwargs is None else kwargs
+    if isinstance(locator, str) and isinstance(kwargs, dict):
+        tokenstore.start_early(locator, kwargs)
+
+
 def _run(flags: PrepareFlags) -> int:
+    from inferlab_bench.cli.jsonmode import run_json_command
+    from inferlab_bench.cli.progress import stderr_progress
+    from inferlab_bench.prepare.stage import run_prepare
+    from inferlab_bench.protocol import BenchDatasetPreparationRequest
+
     if flags.input is not None and flags.output is not None:
         return run_json_command(
             input_path=flags.input,
@@ -78,6 +98,16 @@ def _run(flags: PrepareFlags) -> int:
 
 def run_human(flags: PrepareFlags) -> int:
     """Human mode; ``runs.options.PrepareFlags`` made sure every needed flag is there."""
+    from inferlab_bench.cli.progress import stderr_progress
+    from inferlab_bench.cli.render import EXIT_FAILED, report_error
+    from inferlab_bench.errors import InferlabError
+    from inferlab_bench.runs.prepare import (
+        catalogued_sharegpt,
+        local_file,
+        preparation_request,
+        prepare_and_save,
+    )
+
     model, dataset, out = Path(str(flags.model)), str(flags.dataset), Path(str(flags.out))
     try:
         out = out.resolve()
@@ -108,6 +138,9 @@ def run_human(flags: PrepareFlags) -> int:
 
 
 def _render(result: BenchDatasetPreparationResult, note: str, *, as_json: bool) -> int:
+    from inferlab_bench.cli.render import EXIT_FAILED, print_json
+    from inferlab_bench.protocol import ClientStatus
+
     if as_json:
         print_json(result.model_dump(mode="json"))
     if result.status is ClientStatus.FAILED:
@@ -137,6 +170,8 @@ def _render(result: BenchDatasetPreparationResult, note: str, *, as_json: bool) 
 
 def failed_result(message: str, raw: bytes) -> BenchDatasetPreparationResult:
     """A failed result that echoes what could be read of an invalid request."""
+    from inferlab_bench.protocol import BenchDatasetPreparationResult, ClientStatus
+
     identity, requested = "", 0
     try:
         data = orjson.loads(raw)

@@ -10,13 +10,13 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
 from inferlab_bench.errors import CatalogMismatchError, DatasetError
+from inferlab_bench.layout import CATALOG_DIR_ENV
 from inferlab_bench.protocol import (
     BenchDatasetCatalogInput,
     describe_validation_error,
     is_sha256_hex,
 )
 
-CATALOG_DIR_ENV = "INFERLAB_CATALOG_DIR"
 COMPARED_FIELDS = (
     "upstream_identity",
     "url",

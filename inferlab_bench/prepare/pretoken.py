@@ -12,7 +12,7 @@ Exact, not estimated, on the text it accepts:
 
 - the backend is normalizer (none or a Unicode form) -> ``Split(pattern, Isolated)`` ->
   ``ByteLevel`` without prefix space or regex -> BPE without dropout, and the pattern is
-  one of the Qwen2 / Llama 3 patterns in ``bounds`` (read to the character);
+  one of the Qwen2 / Llama 3 patterns in ``patterns`` (read to the character);
 - the segment is ASCII, and none of its characters is one the two regex engines classify
   differently: on ASCII, ``\\p{L}`` is ``[A-Za-z]`` and ``\\p{N}`` is ``[0-9]`` in both; the
   case-insensitive contractions only meet ASCII letters (so no Unicode case folding, e.g.
@@ -48,7 +48,7 @@ from typing import Any
 
 import regex
 
-from inferlab_bench.prepare.bounds import PATTERNS, byte_chars, pre_tokenizer_spec
+from inferlab_bench.prepare.patterns import PATTERNS, byte_chars, pre_tokenizer_spec
 
 CHECKED = 200_000
 _UNICODE_FORMS = {"NFC", "NFKC", "NFD", "NFKD"}

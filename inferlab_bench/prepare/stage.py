@@ -22,6 +22,7 @@ from inferlab_bench.errors import (
 )
 from inferlab_bench.prepare import tokencache, tokenstore
 from inferlab_bench.prepare.acquire import Acquired, acquire
+from inferlab_bench.prepare.background import Background
 from inferlab_bench.prepare.catalog import check_request_catalog, load_entry
 from inferlab_bench.prepare.complete import Chosen, complete_counts, with_counts
 from inferlab_bench.prepare.materialize import (
@@ -74,6 +75,8 @@ def run_prepare(
         except InferlabError as exc:
             with guard.deferred():
                 return _result(request, census, ClientStatus.FAILED, error=str(exc))
+        finally:
+            tokenstore.stop_early()  # a helper the command line started, never taken
 
 
 def _run(
@@ -110,8 +113,8 @@ def _run(
         if tokenizer.made is not None:  # (the helper keeps what it learned itself)
             tokenstore.keep_words(tokenizer.made, tokenizer_id)
         completed = with_counts(table, counted)
-        if completed is not None:
-            tokencache.store_table(key, completed)  # the next preparation need not count these
+        # The next preparation need not count these; written while the outputs are.
+        storing = Background(lambda: _store_completed(key, completed))
         if tokenizer.made is not None:  # keep it, so the next run need not load transformers
             _verify_plans(table, tokenizer.made, acquired.path)
             saving()
@@ -133,8 +136,17 @@ def _run(
             a is not b for a, b in zip(rows, counted, strict=True)
         )
         manifest["tokenizer_loaded"] = tokenizer.loaded
-        written = write_outputs(request.artifact_dir, entries, manifest)
+        try:
+            written = write_outputs(request.artifact_dir, entries, manifest)
+        finally:
+            storing.result()
         return _result(request, census, ClientStatus.SUCCEEDED, entries=entries, written=written)
+
+
+def _store_completed(key: str, completed: pa.Table | None) -> None:
+    """Keep the table with the newly counted entries (None: it had every count)."""
+    if completed is not None:
+        tokencache.store_table(key, completed)
 
 
 def _no_wait() -> None:
@@ -176,14 +188,19 @@ class _OnDemand:
 
     @contextlib.contextmanager
     def helping(self, likely: bool) -> Iterator[None]:
-        """When a warm run (a cached table) is ``likely`` to count chosen entries, start
-        reading the kept tokenizer in a helper (``tokenstore.KeptCounter``) at once, while
-        the table is read, the entries chosen and their records read back and rendered;
-        ``stop_helping`` ends it early when nothing is left to count. At the end, let it
-        finish keeping its words, or stop it if it was not asked (the real tokenizer was at
-        hand) or the run failed."""
-        if likely:
-            self._kept = tokenstore.KeptCounter.start(*self._args, self._fingerprint)
+        """When a warm run (a cached table) is ``likely`` to count chosen entries, read the
+        kept tokenizer in a helper (``tokenstore.KeptCounter``: the command line's if it
+        started one, else one started now) while the table is read, the entries chosen and
+        their records read back and rendered; ``stop_helping`` ends it early when nothing
+        is left to count. At the end, let it finish keeping its words, or stop it if it was
+        not asked (the real tokenizer was at hand) or the run failed."""
+        helper = tokenstore.take_early(*self._args)  # started by the command line
+        if helper is None and likely and tokenstore.is_kept(self._fingerprint, self._args[1]):
+            helper = tokenstore.KeptCounter.start(*self._args)
+        if helper is not None and likely and helper.bind(self._fingerprint):
+            self._kept = helper
+        elif helper is not None:
+            helper.close(wait=False)  # a cold run, or nothing kept: started in vain
         try:
             yield
         except BaseException:

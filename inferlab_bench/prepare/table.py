@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from inferlab_bench.prepare.counting import quiet_tokenizers
 from inferlab_bench.prepare.materialize import (
     UNCOUNTED,
     Choice,
@@ -167,14 +168,10 @@ def _evaluate_all(
     _WORKER.update(records=records, tok=tok, max_input=max_input)
     context = multiprocessing.get_context("fork")
     try:
-        with context.Pool(count, initializer=_quiet_tokenizers) as pool:
+        with context.Pool(count, initializer=quiet_tokenizers) as pool:
             yield from pool.imap(_evaluate_inherited, spans)
     finally:
         _WORKER.clear()
-
-
-def _quiet_tokenizers() -> None:
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
 
 def _evaluate_inherited(span: range) -> tuple[pa.RecordBatch, WordMemory | None]:

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import hashlib
 import re
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from inferlab_bench.errors import TokenizerError
 from inferlab_bench.prepare import pretoken
-from inferlab_bench.prepare.bounds import SegmentBound
+from inferlab_bench.prepare.background import Background
 from inferlab_bench.prepare.pretoken import WordCounter, WordMemory
 from inferlab_bench.prepare.template import Plans
 from inferlab_bench.tokenizer import load_tokenizer
 from inferlab_bench.versions import package_version
+
+if TYPE_CHECKING:
+    from inferlab_bench.prepare.bounds import SegmentBound
 
 _FINGERPRINT_FILES = (
     "tokenizer.json",
@@ -51,7 +53,7 @@ class ChatTokenizer:
         failure is raised there."""
         self.locator = locator
         self.template_kwargs = dict(template_kwargs or {})
-        self._loading: _Background | None = _Background(lambda: _load(locator))
+        self._loading: Background | None = Background(lambda: _load(locator))
 
     @classmethod
     def from_backend(
@@ -120,6 +122,8 @@ class ChatTokenizer:
 
     def _segment_bound(self) -> SegmentBound | None:
         if not self._bound_made:
+            from inferlab_bench.prepare.bounds import SegmentBound  # numpy: only for bounds
+
             added = self._added
             self._bound = None if added is None else SegmentBound.for_backend(self._backend, added)
             self._bound_made = True
@@ -292,28 +296,6 @@ class ChatTokenizer:
             return None
         pieces = self._splitter.split(text)
         return [p for p in pieces if p], len(pieces) - 1
-
-
-class _Background:
-    """One call on a daemon thread; ``result`` waits for it and re-raises its error."""
-
-    def __init__(self, call: Callable[[], Any]) -> None:
-        self._value: Any = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(call,), daemon=True)
-        self._thread.start()
-
-    def _run(self, call: Callable[[], Any]) -> None:
-        try:
-            self._value = call()
-        except BaseException as exc:  # handed to whoever waits for the result
-            self._error = exc
-
-    def result(self) -> Any:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._value
 
 
 def fingerprint(locator: str) -> str:

@@ -15,6 +15,7 @@ the real tokenizer, as before.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import multiprocessing
@@ -27,12 +28,12 @@ import orjson
 
 from inferlab_bench.atomic import write_bytes_atomic
 from inferlab_bench.errors import InferlabError
+from inferlab_bench.layout import cache_root
 from inferlab_bench.prepare import pretoken
-from inferlab_bench.prepare.cache import cache_home
-from inferlab_bench.prepare.complete import count_on_all_cores
+from inferlab_bench.prepare.counting import count_on_all_cores
 from inferlab_bench.prepare.pretoken import WordMemory
 from inferlab_bench.prepare.template import Plans
-from inferlab_bench.prepare.tokenize import ChatTokenizer
+from inferlab_bench.prepare.tokenize import ChatTokenizer, fingerprint
 from inferlab_bench.tokenizer import load_backend, save_backend
 
 STORE_VERSION = 1
@@ -41,7 +42,7 @@ _MAX_WORDS = 2_000_000
 
 
 def _directory() -> Path:
-    return cache_home() / "tokenizers"
+    return cache_root() / "tokenizers"
 
 
 def backend_path(fingerprint: str) -> Path:
@@ -85,48 +86,62 @@ class KeptCounter:
     """The kept tokenizer, read by a forked helper while this process selects.
 
     Reading the backend (``Tokenizer.from_file``) holds the GIL for a few tenths of a
-    second, so it is done in a child started as soon as the warm table is read; this
-    process meanwhile selects and renders the chosen inputs from the kept plans (which
-    need no backend). ``count`` hands the texts to the child, which counts them on every
-    core (``complete.count_on_all_cores``: the same counts as in this process), sends
-    them back and then keeps what it learned of words (``keep_words``). A helper that
-    cannot read the tokenizer, or fails in any way, answers None: the caller then loads
-    the real tokenizer, as without a kept one.
+    second, so it is done in a child started as early as possible: by the command line
+    before it imports the rest of the stage (``start_early``), else as soon as the warm
+    table is found. The child works out the tokenizer's fingerprint itself and reads what
+    is kept for it; this process meanwhile selects and renders the chosen inputs from the
+    kept plans (``bind``: they need no backend). ``count`` hands the texts, with the
+    fingerprint this process computed, to the child, which counts them on every core
+    (``counting.count_on_all_cores``: the same counts as in this process), sends them
+    back and then keeps what it learned of words (``keep_words``). A helper that cannot
+    read the tokenizer, holds another fingerprint, or fails in any way answers None: the
+    caller then loads the real tokenizer, as without a kept one.
     """
 
-    def __init__(self, plans: Plans, process: Any, connection: Any) -> None:
-        self._plans = plans
+    def __init__(self, key: tuple[str, bytes], process: Any, connection: Any) -> None:
+        self.key = key
         self._process = process
         self._connection = connection
+        self._fingerprint: str | None = None
+        self._plans: Plans | None = None
         self.asked = False
         self.counted = False
 
     @classmethod
-    def start(
-        cls, locator: str, template_kwargs: Mapping[str, Any], fingerprint: str
-    ) -> KeptCounter | None:
-        """A helper, or None when nothing usable is kept for these keys."""
-        kept = _kept_facts(fingerprint, template_kwargs)
-        if kept is None or not backend_path(fingerprint).is_file():
-            return None
+    def start(cls, locator: str, template_kwargs: Mapping[str, Any]) -> KeptCounter:
+        """Fork the helper now; it reads whatever is kept for this tokenizer."""
         context = multiprocessing.get_context("fork")
         ours, theirs = context.Pipe()
-        args = (theirs, locator, dict(template_kwargs), fingerprint)
         # Not a daemon: it forks its own counting worker. ``close`` always ends it.
-        process = context.Process(target=_serve, args=args)
+        process = context.Process(target=_serve, args=(theirs, locator, dict(template_kwargs)))
         process.start()
         theirs.close()
-        return cls(kept[0], process, ours)
+        return cls(_key(locator, template_kwargs), process, ours)
+
+    def bind(self, fingerprint: str) -> bool:
+        """Take the kept plans for ``fingerprint`` (the tokenizer this run uses); False
+        when nothing usable is kept for it (then ``close`` the helper)."""
+        kept = _kept_facts(fingerprint, self.key_kwargs())
+        if kept is None or not backend_path(fingerprint).is_file():
+            return False
+        self._fingerprint, self._plans = fingerprint, kept[0]
+        return True
+
+    def key_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = orjson.loads(self.key[1])
+        return kwargs
 
     def planned(self, messages: Sequence[Mapping[str, str]]) -> str | None:
         """``messages`` rendered from a kept verified plan, or None."""
-        return self._plans.verified_text(messages)
+        return None if self._plans is None else self._plans.verified_text(messages)
 
     def count(self, texts: list[str]) -> list[int] | None:
         """Exact counts of ``texts`` from the helper, or None if it has none to give."""
+        if self._fingerprint is None:
+            return None
         self.asked = True
         try:
-            self._connection.send(texts)
+            self._connection.send((self._fingerprint, texts))
             counts = self._connection.recv()
         except (OSError, EOFError):
             return None
@@ -137,6 +152,8 @@ class KeptCounter:
     def close(self, *, wait: bool) -> None:
         """End the helper: after counting, let it finish keeping its words (``wait``);
         otherwise (never asked, or the run failed) stop it now."""
+        if self._connection.closed:
+            return
         if not (wait and self.asked):
             with contextlib.suppress(OSError):
                 self._connection.send(None)
@@ -147,28 +164,72 @@ class KeptCounter:
         self._process.join()
 
 
-def _serve(connection: Any, locator: str, kwargs: dict[str, Any], fingerprint: str) -> None:
+def is_kept(fingerprint: str, template_kwargs: Mapping[str, Any]) -> bool:
+    """Whether a helper would find a usable kept tokenizer for these keys."""
+    return (
+        _kept_facts(fingerprint, template_kwargs) is not None
+        and backend_path(fingerprint).is_file()
+    )
+
+
+def _key(locator: str, template_kwargs: Mapping[str, Any]) -> tuple[str, bytes]:
+    return locator, orjson.dumps(dict(template_kwargs), option=orjson.OPT_SORT_KEYS)
+
+
+_EARLY: list[KeptCounter] = []
+
+
+def start_early(locator: str, template_kwargs: Mapping[str, Any]) -> None:
+    """Start the helper before the stage is even imported (the command line does, for a
+    preparation request): a warm run then finds the kept tokenizer read. ``take_early``
+    hands it to the stage; one never taken is stopped at exit."""
+    if not _EARLY:
+        atexit.register(stop_early)  # before multiprocessing's own exit joins the child
+    stop_early()
+    _EARLY.append(KeptCounter.start(locator, template_kwargs))
+
+
+def take_early(locator: str, template_kwargs: Mapping[str, Any]) -> KeptCounter | None:
+    """The helper ``start_early`` started for this tokenizer and these kwargs, if any (any
+    other is stopped)."""
+    found = [h for h in _EARLY if h.key == _key(locator, template_kwargs)]
+    _EARLY[:] = [h for h in _EARLY if h not in found]
+    stop_early()
+    return found[0] if found else None
+
+
+def stop_early() -> None:
+    """Stop a helper started early and never taken (a cold run, a failed request)."""
+    while _EARLY:
+        _EARLY.pop().close(wait=False)
+
+
+def _serve(connection: Any, locator: str, kwargs: dict[str, Any]) -> None:
     """The helper: read the kept tokenizer, count what it is sent, keep the words learned."""
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, signal.SIG_DFL)  # not the stage's guard: ``close`` may stop it
-    tok = load(locator, kwargs, fingerprint)
-    if tok is not None:
-        recall_words(tok, fingerprint)
+    tok, ours = None, None
+    with contextlib.suppress(Exception):  # an unreadable locator: the stage says so itself
+        ours = fingerprint(locator)
+        tok = load(locator, kwargs, ours)
+    if tok is not None and ours is not None:
+        recall_words(tok, ours)
     try:
-        texts = connection.recv()
+        asked = connection.recv()
     except (OSError, EOFError):
         return
-    if texts is None:
+    if asked is None:
         return
+    theirs, texts = asked
     counts = None
-    if tok is not None:
+    if tok is not None and theirs == ours:
         with contextlib.suppress(Exception):  # any failure: the caller counts exactly itself
             counts = count_on_all_cores(tok, texts)
     with contextlib.suppress(OSError):
         connection.send(counts)
     connection.close()
-    if tok is not None and counts is not None:
-        keep_words(tok, fingerprint)
+    if tok is not None and counts is not None and ours is not None:
+        keep_words(tok, ours)
 
 
 def start_saving_backend(tok: ChatTokenizer, fingerprint: str) -> Callable[[], None]:

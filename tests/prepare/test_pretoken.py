@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import regex
 
-from inferlab_bench.prepare.bounds import PATTERNS
+from inferlab_bench.prepare.patterns import PATTERNS
 from inferlab_bench.prepare.pretoken import WordCounter, ascii_pattern
 from inferlab_bench.prepare.tokenize import ChatTokenizer
 from tests.prepare.conftest import QWEN_DIR, REAL_SAMPLE

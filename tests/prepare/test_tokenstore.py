@@ -172,7 +172,7 @@ def test_a_damaged_or_foreign_word_memory_is_not_used(isolated_cache: Path) -> N
 
 
 def test_words_counted_in_forked_children_are_kept(isolated_cache: Path) -> None:
-    from inferlab_bench.prepare.complete import count_on_all_cores
+    from inferlab_bench.prepare.counting import count_on_all_cores
 
     words = ["apple", "berry", "cherry", "damson", "elder", "fig", "grape", "hazel"]
     texts = [f"{word} " * 5000 for word in words]  # past the parallel threshold
@@ -285,18 +285,77 @@ def test_a_warm_run_whose_helper_cannot_count_loads_the_real_tokenizer(
 def test_the_helper_counts_as_the_real_tokenizer_and_always_ends(isolated_cache: Path) -> None:
     kept, real = _kept(QWEN_DIR)
     texts = [real.render(chat) for chat in _chats()] + ADVERSARIAL
-    helper = tokenstore.KeptCounter.start(QWEN_DIR, {}, fingerprint(QWEN_DIR))
-    assert helper is not None
+    helper = tokenstore.KeptCounter.start(QWEN_DIR, {})
+    assert helper.count(texts) is None  # not bound to this run's fingerprint yet
+    assert helper.bind(fingerprint(QWEN_DIR))
     chat = _chats()[0]
     assert helper.planned(chat) == real.render(chat)
     assert helper.count(texts) == real.count_texts(texts)
     helper.close(wait=True)
     assert not helper._process.is_alive()
-    idle = tokenstore.KeptCounter.start(QWEN_DIR, {}, fingerprint(QWEN_DIR))
-    assert idle is not None
+    idle = tokenstore.KeptCounter.start(QWEN_DIR, {})
+    assert idle.bind(fingerprint(QWEN_DIR))
     idle.close(wait=True)  # never asked: stopped, not waited for
     assert not idle._process.is_alive() and not idle.counted
-    assert tokenstore.KeptCounter.start(QWEN_DIR, {"other": 1}, fingerprint(QWEN_DIR)) is None
+    other = tokenstore.KeptCounter.start(QWEN_DIR, {"other": 1})
+    assert not other.bind(fingerprint(QWEN_DIR))  # nothing kept for these kwargs
+    other.close(wait=False)
+    assert not other._process.is_alive()
+    assert not tokenstore.is_kept(fingerprint(QWEN_DIR), {"other": 1})
+
+
+def test_a_helper_whose_fingerprint_differs_answers_none(isolated_cache: Path) -> None:
+    """The parent's fingerprint travels with the texts: a helper that read another
+    tokenizer state (its files changed in between) does not count for this run."""
+    _kept(QWEN_DIR)
+    helper = tokenstore.KeptCounter.start(QWEN_DIR, {})
+    assert helper.bind(fingerprint(QWEN_DIR))
+    helper._fingerprint = "0" * 64  # what a run whose tokenizer files changed would send
+    assert helper.count(["hello world"]) is None
+    helper.close(wait=True)
+    assert not helper._process.is_alive()
+
+
+def test_the_command_line_reads_the_kept_tokenizer_before_the_stage_starts(
+    dataset: Any, tmp_path: Path, isolated_cache: Path
+) -> None:
+    """``inferlab-bench prepare --input`` starts the helper before importing the stage: a
+    warm run with another seed counts with it (and writes what a cold run writes); a cold
+    run on another file and a request that fails stop it and exit as usual."""
+    records = json.loads(REAL_SAMPLE.read_text())
+    source, catalog = dataset(records)
+    env = {**_env(), "XDG_CACHE_HOME": str(isolated_cache)}
+
+    def prepare(name: str, request: Any) -> tuple[int, dict[str, Any]]:
+        path = tmp_path / f"{name}.json"
+        path.write_text(request.model_dump_json())
+        out = tmp_path / f"{name}.result.json"
+        command = [sys.executable, "-m", "inferlab_bench", "prepare", "--input", str(path)]
+        command += ["--output", str(out), "--catalog-dir", str(catalog)]
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+        return done.returncode, json.loads(out.read_text())
+
+    for name, seed in (("cold", 1), ("warm", 2)):
+        code, result = prepare(name, prep_request(source, catalog, tmp_path / name, seed=seed))
+        assert code == 0 and result["status"] == "succeeded", result["error"]
+    manifest = json.loads((tmp_path / "warm" / "preparation-manifest.json").read_text())
+    assert manifest["tokenizer_loaded"] == "kept"
+    assert manifest["chosen_entries_counted_now"] > 0
+    broken = prep_request(source, catalog, tmp_path / "broken", required=10**6)
+    code, result = prepare("broken", broken)  # JSON mode: the result file says it failed
+    assert code == 0 and result["status"] == "failed" and "10000" in str(result["error"])
+    isolated_cache.rename(tmp_path / "old-cache")  # a cold run with seed 2
+    fresh = prep_request(source, catalog, tmp_path / "fresh", seed=2)
+    assert run_prepare(fresh, catalog_dir=catalog).status.value == "succeeded"
+    population = "population.jsonl"
+    assert (tmp_path / "warm" / population).read_bytes() == (
+        tmp_path / "fresh" / population
+    ).read_bytes()
+    other, other_catalog = dataset(records[::-1], name="other.json")  # no cached table
+    code, result = prepare("other", prep_request(other, other_catalog, tmp_path / "other"))
+    assert code == 0 and result["status"] == "succeeded", result["error"]
+    manifest = json.loads((tmp_path / "other" / "preparation-manifest.json").read_text())
+    assert manifest["tokenizer_loaded"] == "transformers"  # the early helper was stopped
 
 
 def _env() -> dict[str, str]:
