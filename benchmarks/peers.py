@@ -177,8 +177,15 @@ def ours_aiperf_start(
     return _ours(url, load, texts, work, wire_start=False)
 
 
+def ours_two_workers(
+    url: str, load: Load, texts: list[str], work: Path
+) -> tuple[str, list[Measured]]:
+    """Ours with two AIPerf workers (AIPerf gives 2 cores one): an arm for an A/B."""
+    return _ours(url, load, texts, work, wire_start=True, workers=2)
+
+
 def _ours(
-    url: str, load: Load, texts: list[str], work: Path, wire_start: bool
+    url: str, load: Load, texts: list[str], work: Path, wire_start: bool, workers: int = 0
 ) -> tuple[str, list[Measured]]:
     population = work / "population.jsonl"
     write_population(population, texts, OUTPUT_TOKENS)
@@ -210,7 +217,7 @@ def _ours(
             },
             "profiling": profiling | {"requests": len(texts)},
             "tokenizer": {"name": TOKENIZER_DIR},
-            "runtime": {"ui": "none"},
+            "runtime": {"ui": "none"} | ({"workers": workers} if workers else {}),
             "gpuTelemetry": {"enabled": False},
             "serverMetrics": {"enabled": False},
             "artifacts": {"dir": str(work / "out"), "prefix": "p", "records": ["jsonl"]},
@@ -385,6 +392,7 @@ Client = Callable[[str, Load, list[str], Path], tuple[str, list[Measured]]]
 CLIENTS: dict[str, tuple[Client, Path | None]] = {
     "ours": (ours, None),
     "ours-aiperf-start": (ours_aiperf_start, None),
+    "ours-two-workers": (ours_two_workers, None),
     "guidellm": (guidellm, PEERS / "guidellm/bin/guidellm"),
     "sglang": (sglang, PEERS / "sglang/bin/python"),
     "vllm": (vllm, PEERS / "vllm/bin/vllm"),
@@ -452,7 +460,7 @@ def pooled(runs: list[RunFigures], name: str) -> Any:
 def render(runs: list[RunFigures], loads: list[str], clients: list[str]) -> str:
     """Per load and client: p50 / p90 / max over every request of its runs (pooled), in
     brackets the lowest and highest per-run p90 (the run-to-run spread)."""
-    head = f"{'load':<6}{'client':<10}{'runs':>5}{'n':>6}"
+    head = f"{'load':<6}{'client':<19}{'runs':>5}{'n':>6}"
     for name in METRICS:
         head += f"  {name.upper() + ' p50 / p90 / max ms (per-run p90)':>44}"
     head += f"  {'req/s':>6}"
@@ -462,7 +470,7 @@ def render(runs: list[RunFigures], loads: list[str], clients: list[str]) -> str:
             mine = [r for r in runs if r.load == load and r.client == client]
             if not mine:
                 continue
-            row = f"{load:<6}{client:<10}{len(mine):>5}{sum(r.n for r in mine):>6}"
+            row = f"{load:<6}{client:<19}{len(mine):>5}{sum(r.n for r in mine):>6}"
             for name in METRICS:
                 p50, p90, top = _p50_p90_max(pooled(mine, name))
                 p90s = [r.figures[name][1] for r in mine]

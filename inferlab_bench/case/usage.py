@@ -50,10 +50,12 @@ class UsageSeries:
     """AIPerf services whose priority was lowered while the load ran (see ``policy``)."""
     host_cores: int = field(default_factory=lambda: os.cpu_count() or 1)
     policy: BookkeepingPolicy = "equal"
+    niced_threads: int = 0
+    """Threads of those services lowered (every one of each: its ZeroMQ I/O thread too)."""
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "schema_version": 2,
+            "schema_version": 3,
             "host_cores": self.host_cores,
             "processes": self.processes,
             "niced": {
@@ -61,6 +63,7 @@ class UsageSeries:
                 "services": list(self.niced),
                 "nice": 0 if self.policy == "equal" else BOOKKEEPING_NICE,
                 "scheduler": "SCHED_IDLE" if self.policy == "idle" else "SCHED_OTHER",
+                "threads": self.niced_threads,
             },
             "time_ns": list(self.time_ns),
             "cpu_seconds": list(self.cpu_seconds),
@@ -171,6 +174,8 @@ class UsageSampler:
         self._policy: BookkeepingPolicy = policy
         self._judged: set[int] = set()
         self._niced: list[str] = []
+        self._lowered: set[int] = set()  # bookkeeping processes whose threads are lowered
+        self._lowered_threads: set[int] = set()
         self._interval = interval
         self._stop = threading.Event()
         self._seen: dict[int, float] = {}
@@ -198,6 +203,7 @@ class UsageSampler:
             processes=len(self._seen),
             niced=tuple(sorted(set(self._niced))),
             policy=self._policy,
+            niced_threads=len(self._lowered_threads),
         )
 
     def _loop(self) -> None:
@@ -225,14 +231,32 @@ class UsageSampler:
                 continue  # a child not yet renamed after its fork: judge it next time
             self._judged.add(pid)
             if title in BOOKKEEPING_SERVICES:
-                try:
-                    _lower(pid, self._policy)
-                except OSError:
-                    continue
+                self._lowered.add(pid)
                 self._niced.append(title)
+        for pid in list(self._lowered):
+            self._lower_threads(pid)
+
+    def _lower_threads(self, pid: int) -> None:
+        """Every thread of ``pid`` not yet lowered: nice and the scheduler policy are per
+        thread on Linux, and ZeroMQ's I/O thread (which wakes on every record) or a thread
+        started later would otherwise keep the default priority."""
+        try:
+            threads = [int(t) for t in os.listdir(PROC / str(pid) / "task")]
+        except OSError:
+            self._lowered.discard(pid)  # it has exited
+            return
+        for tid in threads:
+            if tid in self._lowered_threads:
+                continue
+            try:
+                _lower(tid, self._policy)
+            except OSError:
+                continue
+            self._lowered_threads.add(tid)
 
 
-def _lower(pid: int, policy: BookkeepingPolicy) -> None:
+def _lower(tid: int, policy: BookkeepingPolicy) -> None:
+    """One thread (Linux applies both calls to the thread whose id is given)."""
     if policy == "idle":  # allowed without privileges for one's own processes
-        os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
-    os.setpriority(os.PRIO_PROCESS, pid, BOOKKEEPING_NICE)
+        os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+    os.setpriority(os.PRIO_PROCESS, tid, BOOKKEEPING_NICE)

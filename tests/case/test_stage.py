@@ -172,6 +172,8 @@ def test_validity_document_holds_every_verdict(warm_vllm: Ran, population: dict[
     usage = orjson.loads((warm_vllm.request.artifact_dir / "client-usage.json").read_bytes())
     assert len(usage["time_ns"]) == len(usage["cpu_seconds"]) >= 2 and usage["processes"] > 2
     assert "record_processor" in usage["niced"]["services"]  # off the timing path
+    # ... with every thread of each: ZeroMQ's I/O thread besides the main one at least.
+    assert usage["niced"]["threads"] > len(usage["niced"]["services"])
     assert usage["niced"]["policy"] == bookkeeping_for(warm_vllm.request)  # cores and load
     # Our transport opened the pool's connections before the load: no request connects.
     chosen = orjson.loads((warm_vllm.request.artifact_dir / "connections.json").read_bytes())

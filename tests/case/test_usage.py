@@ -81,6 +81,7 @@ def test_bookkeeping_services_are_niced_and_the_sender_is_not() -> None:
             "services": ["record_processor"],
             "nice": 10,
             "scheduler": "SCHED_OTHER",
+            "threads": 1,
         }
         assert os.sched_getscheduler(leader.pid) == os.SCHED_OTHER
     finally:
@@ -109,6 +110,33 @@ def test_idle_bookkeeping_runs_under_sched_idle_and_is_recorded() -> None:
         leader.wait()
 
 
+def test_every_thread_of_a_bookkeeping_service_is_lowered_also_one_started_later() -> None:
+    """Nice and the scheduler are per thread: a service's ZeroMQ I/O thread (started before
+    the service names itself) and a thread it starts mid-run are lowered with it."""
+    code = (
+        "import threading, time\n"
+        "threading.Thread(target=time.sleep, args=(4,)).start()\n"
+        "time.sleep(0.6)\n"
+        "threading.Thread(target=time.sleep, args=(4,)).start()\n"
+        "time.sleep(4)\n"
+    )
+    leader = subprocess.Popen(
+        ["aiperf records_manager", "-c", code], executable=sys.executable, start_new_session=True
+    )
+    try:
+        sampler = UsageSampler(leader.pid, interval=0.05, policy="idle").start()
+        time.sleep(1.2)
+        threads = [int(t) for t in os.listdir(f"/proc/{leader.pid}/task")]
+        series = sampler.stop()
+        assert len(threads) == 3
+        assert all(os.sched_getscheduler(t) == os.SCHED_IDLE for t in threads)
+        assert all(os.getpriority(os.PRIO_PROCESS, t) == 10 for t in threads)
+        assert series.as_json()["niced"]["threads"] == 3
+    finally:
+        leader.kill()
+        leader.wait()
+
+
 def test_equal_policy_leaves_every_service_alone() -> None:
     leader = subprocess.Popen(
         ["aiperf record_processor_1a2b3c4d", "3"], executable="/bin/sleep", start_new_session=True
@@ -123,6 +151,7 @@ def test_equal_policy_leaves_every_service_alone() -> None:
             "services": [],
             "nice": 0,
             "scheduler": "SCHED_OTHER",
+            "threads": 0,
         }
     finally:
         leader.kill()
