@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -15,6 +16,7 @@ from inferlab_bench.case.usage import (
     choose_bookkeeping,
     is_this_host,
     procs_running,
+    session_cpu_seconds,
 )
 
 pytestmark = pytest.mark.skipif(not UsageSampler.available(), reason="needs Linux /proc")
@@ -51,6 +53,39 @@ def test_a_process_outside_the_session_is_not_counted() -> None:
     burner.wait(timeout=30)
     time.sleep(0.05)
     assert sampler.stop().cpu_seconds[-1] < 0.2
+
+
+def test_between_scans_only_the_known_processes_are_read() -> None:
+    """A full scan of /proc costs milliseconds on a small host: between scans the sampler
+    reads only the processes it knows, so a new one is counted from the next scan on."""
+    leader = subprocess.Popen(
+        [sys.executable, "-c", BURN.format(s=0.3) + "import time; time.sleep(2)"],
+        start_new_session=True,
+    )
+    try:
+        time.sleep(1.0)
+        seen: dict[int, float] = {}
+        assert session_cpu_seconds(leader.pid, seen, known=[]) == 0.0 and seen == {}
+        assert session_cpu_seconds(leader.pid, seen) >= 0.2 and list(seen) == [leader.pid]
+        assert session_cpu_seconds(leader.pid, seen, known=list(seen)) >= 0.2
+    finally:
+        leader.kill()
+        leader.wait()
+
+
+def test_the_sampler_thread_itself_is_niced_under_a_policy() -> None:
+    leader = subprocess.Popen(["sleep", "2"], start_new_session=True)
+    try:
+        sampler = UsageSampler(leader.pid, interval=0.05, policy="nice").start()
+        time.sleep(0.2)
+        thread = next(t for t in threading.enumerate() if t.name == "usage-sampler")
+        assert thread.native_id is not None
+        assert os.getpriority(os.PRIO_PROCESS, thread.native_id) == 10
+        assert os.getpriority(os.PRIO_PROCESS, 0) != 10  # the caller keeps its own
+        sampler.stop()
+    finally:
+        leader.kill()
+        leader.wait()
 
 
 def test_run_queue_and_host_addresses() -> None:
