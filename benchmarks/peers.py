@@ -5,9 +5,11 @@ Our client (AIPerf driven as our case stage drives it: our plugin, our environme
 run the same prompts at the same loads (c=1, c=4, c=16 and a poisson rate) against one
 ``inferlab-bench simulate`` process. Each request a client measured is joined to the server's
 ground-truth record, and its TTFT, ITL and end-to-end latency minus the truth's (the client's
-overhead, in ms) is summarised per run (p50, p90, max); each load runs ``--repeats`` times
-with the clients interleaved, and the table shows the median of the per-run figures with
-their spread. The last line compares our TTFT overhead p90 with the best peer's.
+overhead, in ms) is summarised per load and client over every request of its runs (p50,
+p90, max), with the lowest and highest per-run p90 beside it; each load runs ``--repeats``
+times with the clients interleaved (each repeat starts with the next client). The last line
+compares our pooled TTFT overhead p90 with the best peer's at c=1 and c=4, with a bootstrap
+90% interval of the ratio and whether the two clients' per-run p90s overlap.
 
 Joins: ours by X-Request-ID (AIPerf sends it, the simulator records it); GuideLLM by the
 response id it keeps (the simulator's response id is its ground-truth ``request_id``);
@@ -21,6 +23,11 @@ with a message. GuideLLM pulls torch: install ``torch==2.13.0`` (the CPU wheel) 
 
     python benchmarks/peers.py                      # every client, every load, 3 repeats
     python benchmarks/peers.py --repeats 1 --load c1 c4 --clients ours guidellm
+    python benchmarks/peers.py --load c1 c4 --clients ours ours-aiperf-start guidellm
+
+``ours`` starts each request's clock when its bytes go to the socket, as the case stage does
+(GuideLLM starts its clock at its header write); ``ours-aiperf-start`` (not in the default
+set) is the same client with AIPerf's own start stamp, taken before aiohttp's own work.
 """
 
 from __future__ import annotations
@@ -45,7 +52,12 @@ import numpy as np
 import orjson
 from synthetic import write_population
 
-from inferlab_bench.case.connections import ConnectionChoice, ConnectionPolicy, with_preconnect
+from inferlab_bench.case.connections import (
+    ConnectionChoice,
+    ConnectionPolicy,
+    with_preconnect,
+    with_wire_start,
+)
 from inferlab_bench.case.local import aiperf_environment
 from inferlab_bench.case.usage import BookkeepingPolicy, UsageSampler, choose_bookkeeping
 from inferlab_bench.layout import cache_root
@@ -67,12 +79,14 @@ class Load:
     rate: float | None = None
 
 
-LOADS = {
-    "c1": Load("c1", 20, concurrency=1),
-    "c4": Load("c4", 32, concurrency=4),
-    "c16": Load("c16", 64, concurrency=16),
-    "p4": Load("p4", 32, rate=4.0),
+LOADS = {  # requests per run: 3 runs pooled put 18 (c=1) and 36 (c=4) requests above the p90
+    "c1": Load("c1", 60, concurrency=1),
+    "c4": Load("c4", 120, concurrency=4),
+    "c16": Load("c16", 128, concurrency=16),
+    "p4": Load("p4", 60, rate=4.0),
 }
+BOOTSTRAP = 2000  # resamples for the interval of a pooled p90 and of the ratio
+COMPARED = ("c1", "c4")  # the loads the last line compares
 
 
 @dataclass(frozen=True)
@@ -139,7 +153,13 @@ def truth_ms(t: dict[str, Any]) -> dict[str, float]:
 # --- the clients ----------------------------------------------------------------------------
 
 
-def run_quiet(command: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+"""For the peers: their tokenizer is a local directory, and SGLang's client otherwise retries
+the hub for the model's config for half a minute before it starts (no network here)."""
+
+
+def run_quiet(command: list[str], log: Path) -> None:
+    env = os.environ | OFFLINE
     with log.open("w") as out:
         done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env, check=False)
     if done.returncode != 0:
@@ -147,6 +167,26 @@ def run_quiet(command: list[str], log: Path, env: dict[str, str] | None = None) 
 
 
 def ours(url: str, load: Load, texts: list[str], work: Path) -> tuple[str, list[Measured]]:
+    return _ours(url, load, texts, work, wire_start=True)
+
+
+def ours_aiperf_start(
+    url: str, load: Load, texts: list[str], work: Path
+) -> tuple[str, list[Measured]]:
+    """Ours with AIPerf's own start stamp (before aiohttp's work): the arm before."""
+    return _ours(url, load, texts, work, wire_start=False)
+
+
+def ours_two_workers(
+    url: str, load: Load, texts: list[str], work: Path
+) -> tuple[str, list[Measured]]:
+    """Ours with two AIPerf workers (AIPerf gives 2 cores one): an arm for an A/B."""
+    return _ours(url, load, texts, work, wire_start=True, workers=2)
+
+
+def _ours(
+    url: str, load: Load, texts: list[str], work: Path, wire_start: bool, workers: int = 0
+) -> tuple[str, list[Measured]]:
     population = work / "population.jsonl"
     write_population(population, texts, OUTPUT_TOKENS)
     if load.rate is None:
@@ -177,7 +217,7 @@ def ours(url: str, load: Load, texts: list[str], work: Path) -> tuple[str, list[
             },
             "profiling": profiling | {"requests": len(texts)},
             "tokenizer": {"name": TOKENIZER_DIR},
-            "runtime": {"ui": "none"},
+            "runtime": {"ui": "none"} | ({"workers": workers} if workers else {}),
             "gpuTelemetry": {"enabled": False},
             "serverMetrics": {"enabled": False},
             "artifacts": {"dir": str(work / "out"), "prefix": "p", "records": ["jsonl"]},
@@ -188,6 +228,8 @@ def ours(url: str, load: Load, texts: list[str], work: Path) -> tuple[str, list[
     if PRECONNECT:  # as the case stage does for a pooled server
         pooled = ConnectionChoice(ConnectionPolicy.POOLED, "peers.py")
         env |= with_preconnect(pooled, url, load.concurrency).env
+    if wire_start:  # as the case stage does for a pooled server
+        env |= with_wire_start(ConnectionChoice(ConnectionPolicy.POOLED, "peers.py")).env
     command = [sys.executable, "-m", "aiperf", "profile", "--config", str(work / "aiperf.json")]
     with (work / "client.log").open("w") as log:  # as our runner starts it
         process = subprocess.Popen(
@@ -349,10 +391,14 @@ def _per_request_lists(found: dict[str, Any], keys: list[int]) -> list[Measured]
 Client = Callable[[str, Load, list[str], Path], tuple[str, list[Measured]]]
 CLIENTS: dict[str, tuple[Client, Path | None]] = {
     "ours": (ours, None),
+    "ours-aiperf-start": (ours_aiperf_start, None),
+    "ours-two-workers": (ours_two_workers, None),
     "guidellm": (guidellm, PEERS / "guidellm/bin/guidellm"),
     "sglang": (sglang, PEERS / "sglang/bin/python"),
     "vllm": (vllm, PEERS / "vllm/bin/vllm"),
 }
+
+DEFAULT_CLIENTS = ["ours", "guidellm", "sglang", "vllm"]
 
 
 # --- joining and summarising ----------------------------------------------------------------
@@ -386,26 +432,37 @@ class RunFigures:
     n: int
     figures: dict[str, tuple[float, float, float]]  # metric -> (p50, p90, max) of overhead
     rps: float = 0.0  # achieved: the server's requests over its first arrival to last end
+    samples: dict[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
+    """Metric -> every joined request's overhead (ms), for figures pooled over runs."""
 
 
 def summarise(client: str, load: str, diffs: dict[str, Any]) -> RunFigures | None:
     if not diffs or diffs["n"] == 0:
         return None
-    figures = {
-        name: (
-            float(np.percentile(diffs[name], 50)),
-            float(np.percentile(diffs[name], 90)),
-            float(np.max(diffs[name])),
-        )
-        for name in METRICS
-    }
-    return RunFigures(client, load, diffs["n"], figures)
+    figures = {name: _p50_p90_max(diffs[name]) for name in METRICS}
+    samples = {name: tuple(float(x) for x in diffs[name]) for name in METRICS}
+    return RunFigures(client, load, diffs["n"], figures, samples=samples)
+
+
+def _p50_p90_max(values: Any) -> tuple[float, float, float]:
+    return (
+        float(np.percentile(values, 50)),
+        float(np.percentile(values, 90)),
+        float(np.max(values)),
+    )
+
+
+def pooled(runs: list[RunFigures], name: str) -> Any:
+    """Every request's overhead of these runs in one array."""
+    return np.concatenate([np.array(r.samples[name]) for r in runs])
 
 
 def render(runs: list[RunFigures], loads: list[str], clients: list[str]) -> str:
-    head = f"{'load':<6}{'client':<10}{'runs':>5}{'n':>5}"
+    """Per load and client: p50 / p90 / max over every request of its runs (pooled), in
+    brackets the lowest and highest per-run p90 (the run-to-run spread)."""
+    head = f"{'load':<6}{'client':<19}{'runs':>5}{'n':>6}"
     for name in METRICS:
-        head += f"  {name.upper() + ' p50 / p90 / max ms (spread of p90)':>44}"
+        head += f"  {name.upper() + ' p50 / p90 / max ms (per-run p90)':>44}"
     head += f"  {'req/s':>6}"
     lines = [head, "-" * len(head)]
     for load in loads:
@@ -413,11 +470,9 @@ def render(runs: list[RunFigures], loads: list[str], clients: list[str]) -> str:
             mine = [r for r in runs if r.load == load and r.client == client]
             if not mine:
                 continue
-            row = f"{load:<6}{client:<10}{len(mine):>5}{statistics.median(r.n for r in mine):>5.0f}"
+            row = f"{load:<6}{client:<19}{len(mine):>5}{sum(r.n for r in mine):>6}"
             for name in METRICS:
-                p50, p90, top = (
-                    statistics.median(r.figures[name][i] for r in mine) for i in range(3)
-                )
+                p50, p90, top = _p50_p90_max(pooled(mine, name))
                 p90s = [r.figures[name][1] for r in mine]
                 cell = f"{p50:.2f} / {p90:.2f} / {top:.2f} ({min(p90s):.2f}-{max(p90s):.2f})"
                 row += f"  {cell:>44}"
@@ -426,22 +481,74 @@ def render(runs: list[RunFigures], loads: list[str], clients: list[str]) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """Ours against the best peer at one load: pooled TTFT overhead p90s and their ratio."""
+
+    load: str
+    peer: str
+    ratio: float
+    interval: tuple[float, float]  # bootstrap 90% interval of the ratio
+    ours_runs: tuple[float, float]  # lowest and highest per-run p90, ours
+    peer_runs: tuple[float, float]
+
+    @property
+    def runs_overlap(self) -> bool:
+        return self.ours_runs[0] <= self.peer_runs[1] and self.peer_runs[0] <= self.ours_runs[1]
+
+
+def compare(runs: list[RunFigures], load: str, seed: int = 1) -> Comparison | None:
+    """Ours / the peer with the lowest pooled TTFT overhead p90 at ``load``.
+
+    The interval resamples requests within each run (so every run keeps its weight) for
+    ours and the peer alike, ``BOOTSTRAP`` times, and takes the 5th and 95th percentile of
+    the ratio of the two pooled p90s.
+    """
+    by_client: dict[str, list[RunFigures]] = {}
+    for r in runs:
+        if r.load == load:
+            by_client.setdefault(r.client, []).append(r)
+    p90 = {c: float(np.percentile(pooled(rs, "ttft"), 90)) for c, rs in by_client.items()}
+    peers = {c: v for c, v in p90.items() if not c.startswith("ours")}
+    if "ours" not in p90 or not peers or min(peers.values()) <= 0:
+        return None
+    peer = min(peers, key=peers.__getitem__)
+    rng = np.random.default_rng(seed)
+    ratios = [
+        _resampled_p90(by_client["ours"], rng) / max(_resampled_p90(by_client[peer], rng), 1e-9)
+        for _ in range(BOOTSTRAP)
+    ]
+    low, high = (float(np.percentile(ratios, q)) for q in (5, 95))
+
+    def spread(client: str) -> tuple[float, float]:
+        values = [r.figures["ttft"][1] for r in by_client[client]]
+        return min(values), max(values)
+
+    ratio = p90["ours"] / peers[peer]
+    return Comparison(load, peer, ratio, (low, high), spread("ours"), spread(peer))
+
+
+def _resampled_p90(runs: list[RunFigures], rng: np.random.Generator) -> float:
+    parts = [rng.choice(np.array(r.samples["ttft"]), size=r.n, replace=True) for r in runs]
+    return float(np.percentile(np.concatenate(parts), 90))
+
+
 def final_line(runs: list[RunFigures]) -> str:
-    parts = []
-    for load in ("c1", "c4"):
-        p90 = {
-            client: statistics.median(
-                r.figures["ttft"][1] for r in runs if r.load == load and r.client == client
-            )
-            for client in {r.client for r in runs if r.load == load}
-        }
-        peers = [v for c, v in p90.items() if not c.startswith("ours")]
-        if "ours" not in p90 or not peers:
-            parts.append(f"{load} n/a")
+    """``TTFT overhead p90, ours / best peer: c1 X c4 Y`` and what the spread allows."""
+    found = {load: compare(runs, load) for load in COMPARED}
+    ratios = " ".join(f"{load} {c.ratio:.2f}" if c else f"{load} n/a" for load, c in found.items())
+    notes = []
+    for load, c in found.items():
+        if c is None:
             continue
-        best = min(peers)
-        parts.append(f"{load} {p90['ours'] / best:.2f}" if best > 0 else f"{load} n/a")
-    return "TTFT overhead p90, ours / best peer: " + " ".join(parts)
+        apart = "overlap" if c.runs_overlap else "apart"
+        notes.append(
+            f"{load} vs {c.peer}: 90% {c.interval[0]:.2f}-{c.interval[1]:.2f}, per-run p90 "
+            f"{c.ours_runs[0]:.2f}-{c.ours_runs[1]:.2f} vs "
+            f"{c.peer_runs[0]:.2f}-{c.peer_runs[1]:.2f} ms {apart}"
+        )
+    tail = f" ({'; '.join(notes)})" if notes else ""
+    return "TTFT overhead p90, ours / best peer: " + ratios + tail
 
 
 def available(clients: list[str]) -> list[str]:
@@ -458,7 +565,7 @@ def available(clients: list[str]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--load", nargs="+", choices=list(LOADS), default=list(LOADS))
-    parser.add_argument("--clients", nargs="+", choices=list(CLIENTS), default=list(CLIENTS))
+    parser.add_argument("--clients", nargs="+", choices=list(CLIENTS), default=DEFAULT_CLIENTS)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workdir", type=Path, help="keep every run's files here")
     args = parser.parse_args()
@@ -501,7 +608,7 @@ def run_one(
     if figures is None:
         print(f"{load.key} {client}: nothing joined", file=sys.stderr, flush=True)
         return []
-    if client != "ours":
+    if not client.startswith("ours"):
         with contextlib.suppress(OSError):
             (PEERS / client / "READY").write_text(
                 f"ran against inferlab-bench simulate at {time.ctime()}\n"

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from inferlab_bench.case.aiperf_plugin.hook import PRECONNECT_ENV_VAR
+from inferlab_bench.case.aiperf_plugin.hook import PRECONNECT_ENV_VAR, WIRE_START_ENV_VAR
 from inferlab_bench.case.identity import models_owner
 from inferlab_bench.errors import ConfigurationError
 
@@ -96,6 +96,18 @@ def with_preconnect(
     }
     env = choice.env | {PRECONNECT_ENV_VAR: orjson.dumps(target).decode()}
     return dataclasses.replace(choice, env=env)
+
+
+def with_wire_start(choice: ConnectionChoice) -> ConnectionChoice:
+    """The choice plus our transport's request start at the first byte written.
+
+    Only on a pooled server, where a request's connection is already open (opened ahead
+    under a concurrency load): with a connection per request (``close``) the connect stays
+    inside the request's time, as AIPerf measures it. ``aiperf_plugin.transport`` reads it.
+    """
+    if choice.policy is not ConnectionPolicy.POOLED:
+        return choice
+    return dataclasses.replace(choice, env=choice.env | {WIRE_START_ENV_VAR: "1"})
 
 
 def choose(base_url: str, option: str | None, timeout: float = 5.0) -> ConnectionChoice:

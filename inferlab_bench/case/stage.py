@@ -37,6 +37,7 @@ from inferlab_bench.case import (
     usage,
 )
 from inferlab_bench.case.aiperf_log import failure_reason
+from inferlab_bench.case.aiperf_plugin.hook import WIRE_START_ENV_VAR
 from inferlab_bench.case.aiperf_plugin.schedule import read_schedule
 from inferlab_bench.case.engine import EngineOutcome, EngineRun, LoadEngine
 from inferlab_bench.case.local import LocalEngine
@@ -107,6 +108,8 @@ class _Case:
     exit_code: int | None = None
     metrics_window: list[server_metrics.Scrape | None] = field(default_factory=list)
     """The server's /metrics right before the load started and right after it ended."""
+    aiperf_env: dict[str, str] = field(default_factory=dict)
+    """AIPerf's environment from the connection choice (connections.json)."""
 
     @property
     def root(self) -> Path:
@@ -293,7 +296,9 @@ def _choose_connections(case: _Case) -> dict[str, str]:
     concurrency = shape.concurrency if isinstance(shape, ConcurrencyLimited) else None
     if case.engine.hosts_our_plugin:
         choice = connections.with_preconnect(choice, case.request.endpoint.base_url, concurrency)
+        choice = connections.with_wire_start(choice)
     case.write_json("connections.json", "config", choice.as_json())
+    case.aiperf_env = dict(choice.env)
     return dict(choice.env)
 
 
@@ -541,6 +546,7 @@ def _client_usage(case: _Case, outcome: EngineOutcome) -> validity.ClientUsage |
         runnable=series.runnable,
         host_cores=series.host_cores,
         server_on_this_host=usage.is_this_host(case.request.endpoint.host),
+        start_at_first_byte=case.aiperf_env.get(WIRE_START_ENV_VAR) == "1",
     )
 
 

@@ -50,6 +50,9 @@ class ClientUsage:
     host_cores: int
     server_on_this_host: bool | None = None
     """True: the server answers on an address of this machine; None: not known."""
+    start_at_first_byte: bool = False
+    """True: the client's request start is its first byte written (our transport's
+    ``INFERLAB_WIRE_START``), so its own send time already lies between issue and start."""
 
 
 @dataclass(frozen=True)
@@ -105,12 +108,17 @@ def window_usage(usage: ClientUsage, lo_ns: int, hi_ns: int) -> tuple[float, flo
     return max(0.0, spent), float(runnable[inside].mean()), int(runnable[inside].max())
 
 
-def send_delays_ms(records: PhaseRecords) -> FloatArray | None:
-    """Per request, ms from the credit's issue until the request was written (None: unknown)."""
+def send_delays_ms(records: PhaseRecords, start_at_write: bool = False) -> FloatArray | None:
+    """Per request, ms from the credit's issue until the request was written (None: unknown).
+
+    AIPerf's start stamp comes before the client's traced send time (waiting for a
+    connection, connecting, writing), which is added; a start taken at the write
+    (``start_at_write``) already includes it.
+    """
     if records.credit_issued_ns is None:
         return None
     delay = (records.start_ns - records.credit_issued_ns).astype(np.float64) / NS_PER_MS
-    if records.client_send_ms is not None:
+    if records.client_send_ms is not None and not start_at_write:
         delay = delay + np.nan_to_num(records.client_send_ms)
     return delay
 
@@ -121,7 +129,7 @@ def assess_client_cost(
     tol: ClientCostTolerances = ClientCostTolerances(),
 ) -> ClientCost:
     """``client_cost_low`` of one phase: CPU per request, run queue, send delay, in words."""
-    delays = send_delays_ms(records)
+    delays = send_delays_ms(records, usage is not None and usage.start_at_first_byte)
     send = describe(delays) if delays is not None else None
     send_check = (
         unknown("send_delay_p95_ms", "AIPerf recorded no credit_issued_ns")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from inferlab_bench.case.aiperf_plugin.hook import PRECONNECT_ENV_VAR
+from inferlab_bench.case.aiperf_plugin.hook import PRECONNECT_ENV_VAR, WIRE_START_ENV_VAR
 from inferlab_bench.case.connections import (
     CLOSE_ENV,
     PRECONNECT_MAX,
@@ -13,6 +13,7 @@ from inferlab_bench.case.connections import (
     choose,
     parse_option,
     with_preconnect,
+    with_wire_start,
 )
 from inferlab_bench.errors import ConfigurationError
 from inferlab_bench.simulator import SimulatorConfig, running_simulator
@@ -66,3 +67,11 @@ def test_no_preconnect_for_a_rate_load_or_a_closing_server() -> None:
     assert with_preconnect(pooled, "http://h", None) == pooled
     closing = choose("http://127.0.0.1:9", "close")
     assert with_preconnect(closing, "http://h", 8).env == CLOSE_ENV
+
+
+def test_the_start_at_the_first_byte_on_a_pooled_server_only() -> None:
+    pooled = with_wire_start(choose("http://127.0.0.1:9", "pooled"))
+    assert pooled.env == {WIRE_START_ENV_VAR: "1"}
+    assert pooled.as_json()["aiperf_environment"] == {WIRE_START_ENV_VAR: "1"}  # recorded
+    closing = choose("http://127.0.0.1:9", "close")
+    assert with_wire_start(closing) == closing  # the connect stays in the request's time

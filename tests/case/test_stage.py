@@ -172,6 +172,8 @@ def test_validity_document_holds_every_verdict(warm_vllm: Ran, population: dict[
     usage = orjson.loads((warm_vllm.request.artifact_dir / "client-usage.json").read_bytes())
     assert len(usage["time_ns"]) == len(usage["cpu_seconds"]) >= 2 and usage["processes"] > 2
     assert "record_processor" in usage["niced"]["services"]  # off the timing path
+    # ... with every thread of each: ZeroMQ's I/O thread besides the main one at least.
+    assert usage["niced"]["threads"] > len(usage["niced"]["services"])
     assert usage["niced"]["policy"] == bookkeeping_for(warm_vllm.request)  # cores and load
     # Our transport opened the pool's connections before the load: no request connects.
     chosen = orjson.loads((warm_vllm.request.artifact_dir / "connections.json").read_bytes())
@@ -196,6 +198,26 @@ def test_aiperf_waits_for_credits_instead_of_spinning(warm_vllm: Ran) -> None:
     assert set(phases) == {"warmup", "profiling"}, log[-2000:]
     passes, waits = phases["profiling"]
     assert waits >= 1 and passes <= 4 * REQUESTS + 4
+
+
+def test_each_request_starts_at_its_first_byte_written(warm_vllm: Ran) -> None:
+    """Our transport moves AIPerf's start stamp to the socket write: a TTFT is then the wait
+    after the write (AIPerf's http_req_waiting) plus parsing, shorter than the wait plus
+    aiohttp's own send work (http_req_sending), which AIPerf's stamp always includes."""
+    chosen = orjson.loads((warm_vllm.request.artifact_dir / "connections.json").read_bytes())
+    assert chosen["aiperf_environment"]["INFERLAB_WIRE_START"] == "1"
+    log = (warm_vllm.request.artifact_dir / "aiperf-output.log").read_text()
+    found = re.findall(r"inferlab: start at the first byte written for (\d+) of (\d+)", log)
+    assert found and all(a == b for a, b in found), log[-2000:]
+    assert sum(int(a) for a, _ in found) == WARMUP + REQUESTS
+    lines = (warm_vllm.request.artifact_dir / "aiperf" / "profile.jsonl").read_bytes().split()
+    metrics = [orjson.loads(x)["metrics"] for x in lines]
+    inside = [
+        m["time_to_first_token"]["value"] - m["http_req_waiting"]["value"]
+        < m["http_req_sending"]["value"]
+        for m in metrics
+    ]
+    assert len(inside) == REQUESTS + WARMUP and sum(inside) > len(inside) / 2
 
 
 def test_measured_latencies_match_ground_truth(warm_vllm: Ran) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -15,6 +16,7 @@ from inferlab_bench.case.usage import (
     choose_bookkeeping,
     is_this_host,
     procs_running,
+    session_cpu_seconds,
 )
 
 pytestmark = pytest.mark.skipif(not UsageSampler.available(), reason="needs Linux /proc")
@@ -53,6 +55,39 @@ def test_a_process_outside_the_session_is_not_counted() -> None:
     assert sampler.stop().cpu_seconds[-1] < 0.2
 
 
+def test_between_scans_only_the_known_processes_are_read() -> None:
+    """A full scan of /proc costs milliseconds on a small host: between scans the sampler
+    reads only the processes it knows, so a new one is counted from the next scan on."""
+    leader = subprocess.Popen(
+        [sys.executable, "-c", BURN.format(s=0.3) + "import time; time.sleep(2)"],
+        start_new_session=True,
+    )
+    try:
+        time.sleep(1.0)
+        seen: dict[int, float] = {}
+        assert session_cpu_seconds(leader.pid, seen, known=[]) == 0.0 and seen == {}
+        assert session_cpu_seconds(leader.pid, seen) >= 0.2 and list(seen) == [leader.pid]
+        assert session_cpu_seconds(leader.pid, seen, known=list(seen)) >= 0.2
+    finally:
+        leader.kill()
+        leader.wait()
+
+
+def test_the_sampler_thread_itself_is_niced_under_a_policy() -> None:
+    leader = subprocess.Popen(["sleep", "2"], start_new_session=True)
+    try:
+        sampler = UsageSampler(leader.pid, interval=0.05, policy="nice").start()
+        time.sleep(0.2)
+        thread = next(t for t in threading.enumerate() if t.name == "usage-sampler")
+        assert thread.native_id is not None
+        assert os.getpriority(os.PRIO_PROCESS, thread.native_id) == 10
+        assert os.getpriority(os.PRIO_PROCESS, 0) != 10  # the caller keeps its own
+        sampler.stop()
+    finally:
+        leader.kill()
+        leader.wait()
+
+
 def test_run_queue_and_host_addresses() -> None:
     running = procs_running()
     assert running is not None and running >= 1  # this reader at least
@@ -81,6 +116,7 @@ def test_bookkeeping_services_are_niced_and_the_sender_is_not() -> None:
             "services": ["record_processor"],
             "nice": 10,
             "scheduler": "SCHED_OTHER",
+            "threads": 1,
         }
         assert os.sched_getscheduler(leader.pid) == os.SCHED_OTHER
     finally:
@@ -109,6 +145,33 @@ def test_idle_bookkeeping_runs_under_sched_idle_and_is_recorded() -> None:
         leader.wait()
 
 
+def test_every_thread_of_a_bookkeeping_service_is_lowered_also_one_started_later() -> None:
+    """Nice and the scheduler are per thread: a service's ZeroMQ I/O thread (started before
+    the service names itself) and a thread it starts mid-run are lowered with it."""
+    code = (
+        "import threading, time\n"
+        "threading.Thread(target=time.sleep, args=(4,)).start()\n"
+        "time.sleep(0.6)\n"
+        "threading.Thread(target=time.sleep, args=(4,)).start()\n"
+        "time.sleep(4)\n"
+    )
+    leader = subprocess.Popen(
+        ["aiperf records_manager", "-c", code], executable=sys.executable, start_new_session=True
+    )
+    try:
+        sampler = UsageSampler(leader.pid, interval=0.05, policy="idle").start()
+        time.sleep(1.2)
+        threads = [int(t) for t in os.listdir(f"/proc/{leader.pid}/task")]
+        series = sampler.stop()
+        assert len(threads) == 3
+        assert all(os.sched_getscheduler(t) == os.SCHED_IDLE for t in threads)
+        assert all(os.getpriority(os.PRIO_PROCESS, t) == 10 for t in threads)
+        assert series.as_json()["niced"]["threads"] == 3
+    finally:
+        leader.kill()
+        leader.wait()
+
+
 def test_equal_policy_leaves_every_service_alone() -> None:
     leader = subprocess.Popen(
         ["aiperf record_processor_1a2b3c4d", "3"], executable="/bin/sleep", start_new_session=True
@@ -123,6 +186,7 @@ def test_equal_policy_leaves_every_service_alone() -> None:
             "services": [],
             "nice": 0,
             "scheduler": "SCHED_OTHER",
+            "threads": 0,
         }
     finally:
         leader.kill()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -75,6 +77,15 @@ def test_a_late_send_fails_the_send_delay() -> None:
     cost = assess_client_cost(late, usage(0.05, 1))
     assert checks(cost)["send_delay_p95_ms"] is Verdict.FAIL
     assert cost.send_delay_ms is not None and cost.send_delay_ms.p95 == pytest.approx(30.5)
+
+
+def test_a_start_taken_at_the_write_already_holds_the_send_time() -> None:
+    """Our transport's start at the first byte written: issue -> start is the whole delay,
+    and AIPerf's traced send time (0.5 ms here) is not added a second time."""
+    late = records(STARTS, issued_ns=STARTS - 30 * MS)
+    at_write = dataclasses.replace(usage(0.05, 1), start_at_first_byte=True)
+    cost = assess_client_cost(late, at_write)
+    assert cost.send_delay_ms is not None and cost.send_delay_ms.p95 == pytest.approx(30.0)
 
 
 def test_samples_outside_the_window_make_it_unknown() -> None:

@@ -17,6 +17,9 @@ CREDIT_WAIT_ENV_VAR = "INFERLAB_CREDIT_WAIT"
 PRECONNECT_ENV_VAR = "INFERLAB_PRECONNECT"
 """JSON ``{"url": <GET target>, "connections": n}``: our transport opens n connections at
 start-up (``transport.PreconnectedTransport``); set by the case stage."""
+WIRE_START_ENV_VAR = "INFERLAB_WIRE_START"
+"""``1``: our transport takes a request's start when its bytes go to the socket, not before
+aiohttp's own work (``transport.start_at_first_byte``); set by the case stage."""
 
 
 @dataclass(frozen=True)
