@@ -1,8 +1,9 @@
 """``inferlab-bench prepare``: freeze a population — JSON mode (--input/--output) or human flags.
 
-Before anything heavy is imported (pydantic's models, numpy, pyarrow: about a quarter of a
-second), ``run`` starts reading the kept tokenizer in a helper (``tokenstore.start_early``),
-so that a warm preparation finds it read; the rest of this command is imported after.
+In JSON mode, once the flags are valid and before the stage's imports (the protocol's
+models, numpy, pyarrow: about a quarter of a second), it starts reading the kept tokenizer in
+a helper (``tokenstore.start_early``), so that a warm preparation finds it read; the rest of
+this command is imported after.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ import orjson
 from inferlab_bench.cli.flags import bind, with_flags
 from inferlab_bench.layout import CATALOG_DIR_ENV
 from inferlab_bench.prepare import tokenstore
+from inferlab_bench.runs.options import PrepareFlags
 
 if TYPE_CHECKING:
     from inferlab_bench.protocol import BenchDatasetPreparationResult
-    from inferlab_bench.runs.options import PrepareFlags
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -52,37 +53,30 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    _read_kept_tokenizer_early(args)
-    from inferlab_bench.runs.options import PrepareFlags
-
     return with_flags(args, PrepareFlags, _run)
 
 
-def _read_kept_tokenizer_early(args: argparse.Namespace) -> None:
-    """A head start only: the request (or the flags) is validated later, and anything that
-    cannot be read here just means the stage starts the helper itself, if at all."""
-    locator, kwargs = getattr(args, "model", None), getattr(args, "chat_template_kwargs", None)
+def _read_kept_tokenizer_early(input_path: Path) -> None:
+    """A head start only: the request is validated later, and anything that cannot be
+    read here just means the stage starts the helper itself, if at all."""
     try:
-        if getattr(args, "input", None) is not None:
-            request = orjson.loads(Path(args.input).read_bytes())
-            locator = request["model"]["locator"]
-            kwargs = (request.get("request_body") or {}).get("chat_template_kwargs")
-        elif isinstance(kwargs, str):
-            kwargs = orjson.loads(kwargs)
+        request = orjson.loads(input_path.read_bytes())
+        locator = request["model"]["locator"]
+        kwargs = (request.get("request_body") or {}).get("chat_template_kwargs") or {}
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
         return
-    kwargs = {} if kwargs is None else kwargs
     if isinstance(locator, str) and isinstance(kwargs, dict):
         tokenstore.start_early(locator, kwargs)
 
 
 def _run(flags: PrepareFlags) -> int:
-    from inferlab_bench.cli.jsonmode import run_json_command
-    from inferlab_bench.cli.progress import stderr_progress
-    from inferlab_bench.prepare.stage import run_prepare
-    from inferlab_bench.protocol import BenchDatasetPreparationRequest
-
     if flags.input is not None and flags.output is not None:
+        _read_kept_tokenizer_early(Path(flags.input))
+        from inferlab_bench.cli.jsonmode import run_json_command
+        from inferlab_bench.cli.progress import stderr_progress
+        from inferlab_bench.prepare.stage import run_prepare
+        from inferlab_bench.protocol import BenchDatasetPreparationRequest
+
         return run_json_command(
             input_path=flags.input,
             output_path=flags.output,

@@ -183,10 +183,13 @@ def start_early(locator: str, template_kwargs: Mapping[str, Any]) -> None:
     """Start the helper before the stage is even imported (the command line does, for a
     preparation request): a warm run then finds the kept tokenizer read. ``take_early``
     hands it to the stage; one never taken is stopped at exit."""
-    if not _EARLY:
-        atexit.register(stop_early)  # before multiprocessing's own exit joins the child
     stop_early()
     _EARLY.append(KeptCounter.start(locator, template_kwargs))
+    # Registered after the fork, so after multiprocessing registered its own exit handler
+    # (atexit runs last-registered first): that one joins the child, which would wait on
+    # its pipe for ever unless this one has stopped it already.
+    atexit.unregister(stop_early)
+    atexit.register(stop_early)
 
 
 def take_early(locator: str, template_kwargs: Mapping[str, Any]) -> KeptCounter | None:

@@ -32,7 +32,9 @@ from inferlab_bench.runs.rules import GOOD
 STAGES = {
     "inferlab_bench.cli.run": ("run_and_save", "run_trials", "dry_run", "KubeEngine"),
     "inferlab_bench.cli.sweep": ("run_sweep", "dry_run", "sweep_requests", "KubeEngine"),
-    "inferlab_bench.cli.prepare": ("prepare_and_save", "run_json_command", "local_file"),
+    # prepare imports its stage late (after the kept-tokenizer helper's head start)
+    "inferlab_bench.prepare.tokenstore": ("start_early",),
+    "inferlab_bench.runs.prepare": ("prepare_and_save", "local_file"),
     "inferlab_bench.cli.case": ("run_json_command",),
     "inferlab_bench.cli.simulate": ("running_simulator",),
     "inferlab_bench.cli.dataset": ("acquire", "load_entry"),
