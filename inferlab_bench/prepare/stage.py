@@ -195,9 +195,11 @@ class _OnDemand:
         is left to count. At the end, let it finish keeping its words, or stop it if it was
         not asked (the real tokenizer was at hand) or the run failed."""
         helper = tokenstore.take_early(*self._args)  # started by the command line
-        if helper is None and likely and tokenstore.is_kept(self._fingerprint, self._args[1]):
+        plans = tokenstore.kept_plans(self._fingerprint, self._args[1]) if likely else None
+        if helper is None and plans is not None:
             helper = tokenstore.KeptCounter.start(*self._args)
-        if helper is not None and likely and helper.bind(self._fingerprint):
+        if helper is not None and plans is not None:
+            helper.bind(self._fingerprint, plans)
             self._kept = helper
         elif helper is not None:
             helper.close(wait=False)  # a cold run, or nothing kept: started in vain

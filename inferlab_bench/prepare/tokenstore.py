@@ -118,18 +118,10 @@ class KeptCounter:
         theirs.close()
         return cls(_key(locator, template_kwargs), process, ours)
 
-    def bind(self, fingerprint: str) -> bool:
-        """Take the kept plans for ``fingerprint`` (the tokenizer this run uses); False
-        when nothing usable is kept for it (then ``close`` the helper)."""
-        kept = _kept_facts(fingerprint, self.key_kwargs())
-        if kept is None or not backend_path(fingerprint).is_file():
-            return False
-        self._fingerprint, self._plans = fingerprint, kept[0]
-        return True
-
-    def key_kwargs(self) -> dict[str, Any]:
-        kwargs: dict[str, Any] = orjson.loads(self.key[1])
-        return kwargs
+    def bind(self, fingerprint: str, plans: Plans) -> None:
+        """Count for the tokenizer this run uses (``fingerprint``), rendering from its kept
+        verified ``plans`` (``kept_plans``); until bound the helper is never asked."""
+        self._fingerprint, self._plans = fingerprint, plans
 
     def planned(self, messages: Sequence[Mapping[str, str]]) -> str | None:
         """``messages`` rendered from a kept verified plan, or None."""
@@ -164,12 +156,13 @@ class KeptCounter:
         self._process.join()
 
 
-def is_kept(fingerprint: str, template_kwargs: Mapping[str, Any]) -> bool:
-    """Whether a helper would find a usable kept tokenizer for these keys."""
-    return (
-        _kept_facts(fingerprint, template_kwargs) is not None
-        and backend_path(fingerprint).is_file()
-    )
+def kept_plans(fingerprint: str, template_kwargs: Mapping[str, Any]) -> Plans | None:
+    """The kept verified plans when a helper would find a usable kept tokenizer for these
+    keys (plans and backend both kept), else None."""
+    kept = _kept_facts(fingerprint, template_kwargs)
+    if kept is None or not backend_path(fingerprint).is_file():
+        return None
+    return kept[0]
 
 
 def _key(locator: str, template_kwargs: Mapping[str, Any]) -> tuple[str, bytes]:
@@ -177,6 +170,7 @@ def _key(locator: str, template_kwargs: Mapping[str, Any]) -> tuple[str, bytes]:
 
 
 _EARLY: list[KeptCounter] = []
+"""The helper ``start_early`` started (at most one), until taken or stopped."""
 
 
 def start_early(locator: str, template_kwargs: Mapping[str, Any]) -> None:
@@ -193,12 +187,13 @@ def start_early(locator: str, template_kwargs: Mapping[str, Any]) -> None:
 
 
 def take_early(locator: str, template_kwargs: Mapping[str, Any]) -> KeptCounter | None:
-    """The helper ``start_early`` started for this tokenizer and these kwargs, if any (any
-    other is stopped)."""
-    found = [h for h in _EARLY if h.key == _key(locator, template_kwargs)]
-    _EARLY[:] = [h for h in _EARLY if h not in found]
-    stop_early()
-    return found[0] if found else None
+    """The helper ``start_early`` started, if it was for this tokenizer and these kwargs
+    (one for others is stopped)."""
+    helper = _EARLY.pop() if _EARLY else None
+    if helper is not None and helper.key != _key(locator, template_kwargs):
+        helper.close(wait=False)
+        return None
+    return helper
 
 
 def stop_early() -> None:

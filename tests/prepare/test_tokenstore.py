@@ -285,31 +285,34 @@ def test_a_warm_run_whose_helper_cannot_count_loads_the_real_tokenizer(
 def test_the_helper_counts_as_the_real_tokenizer_and_always_ends(isolated_cache: Path) -> None:
     kept, real = _kept(QWEN_DIR)
     texts = [real.render(chat) for chat in _chats()] + ADVERSARIAL
+    plans = tokenstore.kept_plans(fingerprint(QWEN_DIR), {})
+    assert plans is not None
     helper = tokenstore.KeptCounter.start(QWEN_DIR, {})
     assert helper.count(texts) is None  # not bound to this run's fingerprint yet
-    assert helper.bind(fingerprint(QWEN_DIR))
+    helper.bind(fingerprint(QWEN_DIR), plans)
     chat = _chats()[0]
     assert helper.planned(chat) == real.render(chat)
     assert helper.count(texts) == real.count_texts(texts)
     helper.close(wait=True)
     assert not helper._process.is_alive()
     idle = tokenstore.KeptCounter.start(QWEN_DIR, {})
-    assert idle.bind(fingerprint(QWEN_DIR))
+    idle.bind(fingerprint(QWEN_DIR), plans)
     idle.close(wait=True)  # never asked: stopped, not waited for
     assert not idle._process.is_alive() and not idle.counted
     other = tokenstore.KeptCounter.start(QWEN_DIR, {"other": 1})
-    assert not other.bind(fingerprint(QWEN_DIR))  # nothing kept for these kwargs
+    assert tokenstore.kept_plans(fingerprint(QWEN_DIR), {"other": 1}) is None  # none kept
     other.close(wait=False)
     assert not other._process.is_alive()
-    assert not tokenstore.is_kept(fingerprint(QWEN_DIR), {"other": 1})
 
 
 def test_a_helper_whose_fingerprint_differs_answers_none(isolated_cache: Path) -> None:
     """The parent's fingerprint travels with the texts: a helper that read another
     tokenizer state (its files changed in between) does not count for this run."""
     _kept(QWEN_DIR)
+    plans = tokenstore.kept_plans(fingerprint(QWEN_DIR), {})
+    assert plans is not None
     helper = tokenstore.KeptCounter.start(QWEN_DIR, {})
-    assert helper.bind(fingerprint(QWEN_DIR))
+    helper.bind(fingerprint(QWEN_DIR), plans)
     helper._fingerprint = "0" * 64  # what a run whose tokenizer files changed would send
     assert helper.count(["hello world"]) is None
     helper.close(wait=True)
