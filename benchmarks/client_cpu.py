@@ -135,7 +135,7 @@ def run_once(url: str, workdir: Path, c: int, mode: str) -> Run:
     command = [sys.executable, "-m", "aiperf", "profile", "--config", str(config)]
     with (workdir / "aiperf.log").open("w") as log:
         process = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            command, stdout=log, stderr=subprocess.STDOUT, env=env, process_group=0
         )
         sampler = UsageSampler(process.pid, interval=0.1).start()
         breakdown = ProcessBreakdown(process.pid)

@@ -233,7 +233,7 @@ def _ours(
     command = [sys.executable, "-m", "aiperf", "profile", "--config", str(work / "aiperf.json")]
     with (work / "client.log").open("w") as log:  # as our runner starts it
         process = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            command, stdout=log, stderr=subprocess.STDOUT, env=env, process_group=0
         )
         sampler = UsageSampler(process.pid, policy=bookkeeping(load)).start()
         process.wait()

@@ -65,8 +65,8 @@ def run_aiperf(
     started_ns, clock = time.time_ns(), time.monotonic()
     with guard.deferred() as stop, fresh_text_file(log_path) as log:
         process = _spawn(command, env)
-        # AIPerf leads its own session, so its services and workers are all in it; its
-        # bookkeeping services yield to its sender as ``bookkeeping`` says (UsageSampler).
+        # AIPerf leads its own process group, so its services and workers are all in it;
+        # its bookkeeping services yield as ``bookkeeping`` says (UsageSampler).
         sampler = (
             UsageSampler(process.pid, policy=bookkeeping).start()
             if UsageSampler.available()
@@ -108,7 +108,11 @@ def _spawn(command: list[str], env: Mapping[str, str]) -> subprocess.Popen[str]:
             text=True,
             errors="replace",
             env=dict(env),
-            start_new_session=True,  # its own process group: we stop AIPerf and its children
+            # Its own process group, so we stop AIPerf and its children together, but in our
+            # session: a new session is a new scheduler autogroup, which the kernel weighs
+            # against a server we started as one task, so the bookkeeping services' nice and
+            # SCHED_IDLE would yield only to AIPerf's own sender and never to that server.
+            process_group=0,
         )
     except OSError as exc:
         raise LoadGeneratorError(f"cannot start AIPerf ({command[0]}): {exc}") from exc

@@ -1,8 +1,8 @@
 """The load generator's own cost, sampled from /proc while it runs: CPU time and the run queue.
 
 A thread reads, every ``interval`` seconds, the CPU time (user + system) of every process in
-AIPerf's session (our runner starts it as a session leader, so its workers and services are
-all in it) and the host's ``procs_running`` from /proc/stat. The samples are timestamped on
+AIPerf's process group (our runner starts it as a group leader, so its workers and services
+are all in it) and the host's ``procs_running`` from /proc/stat. The samples are timestamped on
 the wall clock, as AIPerf's records are, so the validity checks can cut out the load window.
 Linux only; elsewhere nothing is sampled and the figures are unknown.
 """
@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 DEFAULT_INTERVAL_SECONDS = 0.2
 RESCAN_EVERY = 5
-"""Samples from one scan of all of /proc for the session's new processes to the next; in
+"""Samples from one scan of all of /proc for the group's new processes to the next; in
 between only the known ones are read. A scan costs 1.5-3.5 ms of CPU on 2 cores, and
 ``perf sched`` showed it holding a core a server on the same host had just been woken on
 (up to 2.4 ms of that server's wait, 2026-12-06)."""
@@ -48,22 +48,30 @@ class UsageSeries:
 
     time_ns: tuple[int, ...] = ()
     cpu_seconds: tuple[float, ...] = ()
-    """CPU time of the session's processes so far (a process that exited keeps its last)."""
+    """CPU time of the group's processes so far (a process that exited keeps its last)."""
     runnable: tuple[int, ...] = ()
     """Host-wide tasks running or waiting for a core, this sampler's own thread excluded."""
     processes: int = 0
-    """Distinct processes seen in the session."""
+    """Distinct processes seen in the group."""
     niced: tuple[str, ...] = ()
     """AIPerf services whose priority was lowered while the load ran (see ``policy``)."""
     host_cores: int = field(default_factory=lambda: os.cpu_count() or 1)
     policy: BookkeepingPolicy = "equal"
     niced_threads: int = 0
     """Threads of those services lowered (every one of each: its ZeroMQ I/O thread too)."""
+    autogroup: str | None = None
+    """The scheduler autogroup AIPerf ran in (``/autogroup-42``; None: none, see below)."""
+    caller_autogroup: str | None = field(default_factory=lambda: autogroup_of("self"))
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "schema_version": 3,
+            "schema_version": 4,
             "host_cores": self.host_cores,
+            "autogroup": {
+                "enabled": autogroups_enabled(),
+                "aiperf": self.autogroup,
+                "caller": self.caller_autogroup,
+            },
             "processes": self.processes,
             "niced": {
                 "policy": self.policy,
@@ -91,10 +99,11 @@ def choose_bookkeeping(cores: int, concurrency: int | None) -> BookkeepingPolicy
     return "idle" if cores <= SHARED_HOST_CORES and light else "nice"
 
 
-def session_cpu_seconds(
-    session: int, seen: dict[int, float], proc: Path = PROC, known: Iterable[int] | None = None
+def group_cpu_seconds(
+    group: int, seen: dict[int, float], proc: Path = PROC, known: Iterable[int] | None = None
 ) -> float:
-    """CPU seconds of every process in ``session``; ``seen`` keeps exited ones' last value.
+    """CPU seconds of every process in process group ``group``; ``seen`` keeps exited ones'
+    last value.
 
     ``known``: read only these processes (no scan of /proc for new ones).
     """
@@ -103,7 +112,7 @@ def session_cpu_seconds(
         if not entry.name.isdigit():
             continue
         fields = _stat_fields(entry / "stat")
-        if fields is None or int(fields[3]) != session:
+        if fields is None or int(fields[2]) != group:
             continue
         seen[int(entry.name)] = (int(fields[11]) + int(fields[12])) / _TICKS_PER_SECOND
     return sum(seen.values())
@@ -119,6 +128,27 @@ def procs_running(proc: Path = PROC) -> int | None:
         if line.startswith("procs_running "):
             return int(line.split()[1])
     return None
+
+
+def autogroup_of(pid: int | str, proc: Path = PROC) -> str | None:
+    """The scheduler autogroup of ``pid`` (``/autogroup-42``), None without the file.
+
+    With autogroups on, the kernel shares the cores between sessions (``setsid``) first and
+    between the threads of a session only within its share, so a thread's nice and
+    ``SCHED_IDLE`` only order it against threads of its own session.
+    """
+    try:
+        return (proc / str(pid) / "autogroup").read_text().split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def autogroups_enabled(proc: Path = PROC) -> bool | None:
+    """``kernel.sched_autogroup_enabled`` (None: a kernel without autogroups)."""
+    try:
+        return (proc / "sys/kernel/sched_autogroup_enabled").read_text().strip() == "1"
+    except OSError:
+        return None
 
 
 def is_this_host(host: str) -> bool | None:
@@ -168,7 +198,7 @@ _TITLE = re.compile(r"aiperf (\w+?)(?:_[0-9a-f]{4,})?(?:\s|$)")
 
 
 class UsageSampler:
-    """Samples a session's CPU time and the run queue in a thread until ``stop``.
+    """Samples a process group's CPU time and the run queue in a thread until ``stop``.
 
     Unless ``policy`` is ``equal``, each AIPerf bookkeeping service (``BOOKKEEPING_SERVICES``)
     is lowered as ``policy`` says as soon as it has named itself: on a machine shared with
@@ -178,18 +208,19 @@ class UsageSampler:
 
     def __init__(
         self,
-        session: int,
+        group: int,
         interval: float = DEFAULT_INTERVAL_SECONDS,
         *,
         policy: BookkeepingPolicy = "equal",
     ) -> None:
-        self._session = session
+        self._group = group
         self._policy: BookkeepingPolicy = policy
         self._judged: set[int] = set()
         self._niced: list[str] = []
         self._samples = 0
         self._lowered: set[int] = set()  # bookkeeping processes whose threads are lowered
         self._lowered_threads: set[int] = set()
+        self._autogroup: str | None = None
         self._interval = interval
         self._stop = threading.Event()
         self._seen: dict[int, float] = {}
@@ -218,6 +249,7 @@ class UsageSampler:
             niced=tuple(sorted(set(self._niced))),
             policy=self._policy,
             niced_threads=len(self._lowered_threads),
+            autogroup=self._autogroup,
         )
 
     def _loop(self) -> None:
@@ -232,10 +264,12 @@ class UsageSampler:
 
     def _sample(self, scan: bool = False) -> None:
         running = procs_running()
+        if self._autogroup is None:
+            self._autogroup = autogroup_of(self._group)
         scan = scan or self._samples % RESCAN_EVERY == 0
         self._samples += 1
         known = None if scan else list(self._seen)
-        cpu = session_cpu_seconds(self._session, self._seen, known=known)
+        cpu = group_cpu_seconds(self._group, self._seen, known=known)
         if self._policy != "equal" and scan:  # new processes and threads show up in a scan
             self._lower_bookkeeping()
         if running is None:
@@ -247,7 +281,7 @@ class UsageSampler:
     def _lower_bookkeeping(self) -> None:
         for pid in self._seen.keys() - self._judged:
             title = service_title(pid)
-            if title is None or title == "system_controller" and pid != self._session:
+            if title is None or title == "system_controller" and pid != self._group:
                 continue  # a child not yet renamed after its fork: judge it next time
             self._judged.add(pid)
             if title in BOOKKEEPING_SERVICES:
