@@ -27,7 +27,9 @@ with a message. GuideLLM pulls torch: install ``torch==2.13.0`` (the CPU wheel) 
 
 ``ours`` starts each request's clock when its bytes go to the socket, as the case stage does
 (GuideLLM starts its clock at its header write); ``ours-aiperf-start`` (not in the default
-set) is the same client with AIPerf's own start stamp, taken before aiohttp's own work.
+set) is the same client with AIPerf's own start stamp, taken before aiohttp's own work;
+``ours-own-session`` starts AIPerf in a session of its own, as the case stage did before
+2026-12-06 (a scheduler autogroup of its own: see docs/case.md, Priorities).
 """
 
 from __future__ import annotations
@@ -184,8 +186,22 @@ def ours_two_workers(
     return _ours(url, load, texts, work, wire_start=True, workers=2)
 
 
+def ours_own_session(
+    url: str, load: Load, texts: list[str], work: Path
+) -> tuple[str, list[Measured]]:
+    """Ours with AIPerf in a session of its own (a scheduler autogroup of its own, so its
+    lowered bookkeeping competes with the simulator as a group): the arm before."""
+    return _ours(url, load, texts, work, wire_start=True, own_session=True)
+
+
 def _ours(
-    url: str, load: Load, texts: list[str], work: Path, wire_start: bool, workers: int = 0
+    url: str,
+    load: Load,
+    texts: list[str],
+    work: Path,
+    wire_start: bool,
+    workers: int = 0,
+    own_session: bool = False,
 ) -> tuple[str, list[Measured]]:
     population = work / "population.jsonl"
     write_population(population, texts, OUTPUT_TOKENS)
@@ -233,7 +249,12 @@ def _ours(
     command = [sys.executable, "-m", "aiperf", "profile", "--config", str(work / "aiperf.json")]
     with (work / "client.log").open("w") as log:  # as our runner starts it
         process = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, env=env, process_group=0
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            process_group=None if own_session else 0,
+            start_new_session=own_session,
         )
         sampler = UsageSampler(process.pid, policy=bookkeeping(load)).start()
         process.wait()
@@ -393,6 +414,7 @@ CLIENTS: dict[str, tuple[Client, Path | None]] = {
     "ours": (ours, None),
     "ours-aiperf-start": (ours_aiperf_start, None),
     "ours-two-workers": (ours_two_workers, None),
+    "ours-own-session": (ours_own_session, None),
     "guidellm": (guidellm, PEERS / "guidellm/bin/guidellm"),
     "sglang": (sglang, PEERS / "sglang/bin/python"),
     "vllm": (vllm, PEERS / "vllm/bin/vllm"),
