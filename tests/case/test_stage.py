@@ -22,6 +22,7 @@ import pytest
 from inferlab_bench.case.local import bookkeeping_for
 from inferlab_bench.case.records import read_records
 from inferlab_bench.case.stage import CaseOptions, run_case
+from inferlab_bench.case.usage import autogroup_of
 from inferlab_bench.protocol import BenchClientRequest, BenchClientResult, ClientStatus
 from inferlab_bench.simulator import LatencyConfig, SimulatorConfig, running_simulator
 from tests.case.support import TOKENIZER_DIR, make_request, write_population
@@ -175,6 +176,10 @@ def test_validity_document_holds_every_verdict(warm_vllm: Ran, population: dict[
     # ... with every thread of each: ZeroMQ's I/O thread besides the main one at least.
     assert usage["niced"]["threads"] > len(usage["niced"]["services"])
     assert usage["niced"]["policy"] == bookkeeping_for(warm_vllm.request)  # cores and load
+    # AIPerf ran in our session, so in the simulator's scheduler autogroup: its lowered
+    # bookkeeping yields to that server, not only to AIPerf's own sender.
+    assert usage["schema_version"] == 4
+    assert usage["autogroup"]["aiperf"] == usage["autogroup"]["caller"] == autogroup_of("self")
     # Our transport opened the pool's connections before the load: no request connects.
     chosen = orjson.loads((warm_vllm.request.artifact_dir / "connections.json").read_bytes())
     assert "INFERLAB_PRECONNECT" in chosen["aiperf_environment"]

@@ -13,10 +13,12 @@ import pytest
 from inferlab_bench.case.usage import (
     SHARED_HOST_CORES,
     UsageSampler,
+    autogroup_of,
+    autogroups_enabled,
     choose_bookkeeping,
+    group_cpu_seconds,
     is_this_host,
     procs_running,
-    session_cpu_seconds,
 )
 
 pytestmark = pytest.mark.skipif(not UsageSampler.available(), reason="needs Linux /proc")
@@ -24,15 +26,15 @@ pytestmark = pytest.mark.skipif(not UsageSampler.available(), reason="needs Linu
 BURN = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass\n"
 
 
-def test_the_sampler_counts_a_session_and_its_children() -> None:
-    """A session leader that sleeps, with a child that burns 0.6 s of CPU: the child's time
-    is counted (it is in the session) and kept after it exits."""
+def test_the_sampler_counts_a_process_group_and_its_children() -> None:
+    """A group leader that sleeps, with a child that burns 0.6 s of CPU: the child's time
+    is counted (it is in the group) and kept after it exits."""
     code = (
         "import subprocess, sys, time\n"
         f"subprocess.run([sys.executable, '-c', {BURN.format(s=0.6)!r}])\n"
         "time.sleep(0.5)\n"
     )
-    leader = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    leader = subprocess.Popen([sys.executable, "-c", code], process_group=0)
     sampler = UsageSampler(leader.pid, interval=0.05).start()
     leader.wait(timeout=30)
     series = sampler.stop()
@@ -43,10 +45,10 @@ def test_the_sampler_counts_a_session_and_its_children() -> None:
     assert series.as_json()["host_cores"] == (os.cpu_count() or 1)
 
 
-def test_a_process_outside_the_session_is_not_counted() -> None:
+def test_a_process_outside_the_group_is_not_counted() -> None:
     burner = subprocess.Popen([sys.executable, "-c", BURN.format(s=0.4)])
     sleeper = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(0.8)"], start_new_session=True
+        [sys.executable, "-c", "import time; time.sleep(0.8)"], process_group=0
     )
     sampler = UsageSampler(sleeper.pid, interval=0.05).start()
     sleeper.wait(timeout=30)
@@ -60,21 +62,21 @@ def test_between_scans_only_the_known_processes_are_read() -> None:
     reads only the processes it knows, so a new one is counted from the next scan on."""
     leader = subprocess.Popen(
         [sys.executable, "-c", BURN.format(s=0.3) + "import time; time.sleep(2)"],
-        start_new_session=True,
+        process_group=0,
     )
     try:
         time.sleep(1.0)
         seen: dict[int, float] = {}
-        assert session_cpu_seconds(leader.pid, seen, known=[]) == 0.0 and seen == {}
-        assert session_cpu_seconds(leader.pid, seen) >= 0.2 and list(seen) == [leader.pid]
-        assert session_cpu_seconds(leader.pid, seen, known=list(seen)) >= 0.2
+        assert group_cpu_seconds(leader.pid, seen, known=[]) == 0.0 and seen == {}
+        assert group_cpu_seconds(leader.pid, seen) >= 0.2 and list(seen) == [leader.pid]
+        assert group_cpu_seconds(leader.pid, seen, known=list(seen)) >= 0.2
     finally:
         leader.kill()
         leader.wait()
 
 
 def test_the_sampler_thread_itself_is_niced_under_a_policy() -> None:
-    leader = subprocess.Popen(["sleep", "2"], start_new_session=True)
+    leader = subprocess.Popen(["sleep", "2"], process_group=0)
     try:
         sampler = UsageSampler(leader.pid, interval=0.05, policy="nice").start()
         time.sleep(0.2)
@@ -100,7 +102,7 @@ def test_run_queue_and_host_addresses() -> None:
 def test_bookkeeping_services_are_niced_and_the_sender_is_not() -> None:
     """Processes titled as AIPerf titles its services (argv[0], as setproctitle leaves it)."""
     leader = subprocess.Popen(
-        ["aiperf record_processor_1a2b3c4d", "3"], executable="/bin/sleep", start_new_session=True
+        ["aiperf record_processor_1a2b3c4d", "3"], executable="/bin/sleep", process_group=0
     )
     sender = subprocess.Popen(["aiperf worker_9f8e7d6c", "3"], executable="/bin/sleep")
     try:
@@ -109,7 +111,7 @@ def test_bookkeeping_services_are_niced_and_the_sender_is_not() -> None:
         series = sampler.stop()
         assert os.getpriority(os.PRIO_PROCESS, leader.pid) == 10
         ours = os.getpriority(os.PRIO_PROCESS, 0)
-        assert os.getpriority(os.PRIO_PROCESS, sender.pid) == ours  # not in the session
+        assert os.getpriority(os.PRIO_PROCESS, sender.pid) == ours  # not in the group
         assert series.niced == ("record_processor",)
         assert series.as_json()["niced"] == {
             "policy": "nice",
@@ -128,7 +130,7 @@ def test_bookkeeping_services_are_niced_and_the_sender_is_not() -> None:
 def test_idle_bookkeeping_runs_under_sched_idle_and_is_recorded() -> None:
     """On a small host the bookkeeping services get a core only when nothing else wants it."""
     leader = subprocess.Popen(
-        ["aiperf records_manager", "3"], executable="/bin/sleep", start_new_session=True
+        ["aiperf records_manager", "3"], executable="/bin/sleep", process_group=0
     )
     try:
         sampler = UsageSampler(leader.pid, interval=0.05, policy="idle").start()
@@ -156,7 +158,7 @@ def test_every_thread_of_a_bookkeeping_service_is_lowered_also_one_started_later
         "time.sleep(4)\n"
     )
     leader = subprocess.Popen(
-        ["aiperf records_manager", "-c", code], executable=sys.executable, start_new_session=True
+        ["aiperf records_manager", "-c", code], executable=sys.executable, process_group=0
     )
     try:
         sampler = UsageSampler(leader.pid, interval=0.05, policy="idle").start()
@@ -174,7 +176,7 @@ def test_every_thread_of_a_bookkeeping_service_is_lowered_also_one_started_later
 
 def test_equal_policy_leaves_every_service_alone() -> None:
     leader = subprocess.Popen(
-        ["aiperf record_processor_1a2b3c4d", "3"], executable="/bin/sleep", start_new_session=True
+        ["aiperf record_processor_1a2b3c4d", "3"], executable="/bin/sleep", process_group=0
     )
     try:
         series = UsageSampler(leader.pid, interval=0.05).start()
@@ -203,3 +205,78 @@ def test_the_policy_follows_the_host_cores_and_the_load() -> None:
     ]
     assert choose_bookkeeping(SHARED_HOST_CORES, 2 * SHARED_HOST_CORES) == "idle"
     assert choose_bookkeeping(SHARED_HOST_CORES + 1, 1) == "nice"  # a bigger host
+
+
+def test_the_autogroups_of_aiperf_and_of_the_caller_are_recorded() -> None:
+    """A group leader in our session shares our scheduler autogroup; one that leads a session
+    of its own (as AIPerf did before 2026-12-06) is in another, and the record says so."""
+    ours = autogroup_of("self")
+    for own_session in (False, True):
+        leader = subprocess.Popen(
+            ["sleep", "2"],
+            process_group=None if own_session else 0,
+            start_new_session=own_session,
+        )
+        try:
+            sampler = UsageSampler(leader.pid, interval=0.05).start()
+            time.sleep(0.15)
+            recorded = sampler.stop().as_json()["autogroup"]
+        finally:
+            leader.kill()
+            leader.wait()
+        assert recorded["enabled"] == autogroups_enabled() and recorded["caller"] == ours
+        if ours is None:
+            assert recorded["aiperf"] is None  # a kernel without autogroups
+        else:
+            assert (recorded["aiperf"] == ours) is not own_session
+
+
+SPIN = (
+    "import os, sys, time\n"
+    "os.sched_setaffinity(0, {{{cpu}}})\n"
+    "end = time.monotonic() + {s}\n"
+    "while time.monotonic() < end: pass\n"
+)
+
+
+def _on_cpu_ns(pid: int) -> int:
+    return int(open(f"/proc/{pid}/schedstat").read().split()[0])
+
+
+@pytest.mark.skipif(not autogroups_enabled(), reason="the kernel has no autogroups or they are off")
+@pytest.mark.parametrize("own_session", [False, True])
+def test_idle_bookkeeping_yields_to_a_server_only_in_the_same_autogroup(
+    own_session: bool,
+) -> None:
+    """Both busy on one core: a SCHED_IDLE "record processor" started as the runner starts
+    AIPerf (a process group in our session) leaves a server of ours nearly all of it; in a
+    session of its own the kernel splits the core between the two sessions first, so the
+    lowered service takes about as much as the server."""
+    cpu = max(os.sched_getaffinity(0))
+    service = subprocess.Popen(
+        ["aiperf record_processor_1a2b3c4d", "-c", SPIN.format(cpu=cpu, s=3.0)],
+        executable=sys.executable,
+        process_group=None if own_session else 0,
+        start_new_session=own_session,
+    )
+    server = None
+    try:
+        sampler = UsageSampler(service.pid, interval=0.05, policy="idle").start()
+        time.sleep(0.3)
+        assert os.sched_getscheduler(service.pid) == os.SCHED_IDLE
+        server = subprocess.Popen([sys.executable, "-c", SPIN.format(cpu=cpu, s=5.0)])
+        time.sleep(0.3)  # the server is spinning on the core
+        before = _on_cpu_ns(service.pid), _on_cpu_ns(server.pid)
+        time.sleep(0.8)
+        after = _on_cpu_ns(service.pid), _on_cpu_ns(server.pid)
+        sampler.stop()
+    finally:
+        for p in (service, server):
+            if p is not None:
+                p.kill()
+                p.wait()
+    share = (after[0] - before[0]) / max(1, after[1] - before[1])  # service per server second
+    if own_session:
+        assert share > 0.5
+    else:
+        assert share < 0.1
