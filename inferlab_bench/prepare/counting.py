@@ -1,7 +1,9 @@
 """Exact counts of many texts on every core: forked workers inherit the loaded tokenizer.
 
-Kept apart from the table and the population code (no numpy, no pyarrow), so that the
-kept-tokenizer helper of a warm preparation imports only what counting needs.
+Used when the real tokenizer counts the chosen entries (a warm run without a kept one).
+A warm run with the kept tokenizer shares its count between the helper and the parent
+instead (``tokenstore.KeptCounter.count``): at a few megabytes of text, a forked worker
+costs as much as it saves (0.20-0.23 s either way for 2.4M characters on 2 cores).
 """
 
 from __future__ import annotations

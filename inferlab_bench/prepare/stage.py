@@ -195,11 +195,11 @@ class _OnDemand:
         is left to count. At the end, let it finish keeping its words, or stop it if it was
         not asked (the real tokenizer was at hand) or the run failed."""
         helper = tokenstore.take_early(*self._args)  # started by the command line
-        plans = tokenstore.kept_plans(self._fingerprint, self._args[1]) if likely else None
-        if helper is None and plans is not None:
+        kept = tokenstore.kept_facts(self._fingerprint, self._args[1]) if likely else None
+        if helper is None and kept is not None:
             helper = tokenstore.KeptCounter.start(*self._args)
-        if helper is not None and plans is not None:
-            helper.bind(self._fingerprint, plans)
+        if helper is not None and kept is not None:
+            helper.bind(self._fingerprint, kept)
             self._kept = helper
         elif helper is not None:
             helper.close(wait=False)  # a cold run, or nothing kept: started in vain
@@ -272,7 +272,9 @@ def _census(table: pa.Table, fixed_output: int | None, census: _Census) -> list[
     positions = np.flatnonzero(ok)
     ids = table.column("source_id").to_pylist()
     indices = int_column(table, "index")[positions].tolist()
-    return [(index, ids[position]) for index, position in zip(indices, positions, strict=True)]
+    # Positions as Python ints: a list indexed by numpy integers is several times slower.
+    at = positions.tolist()
+    return [(index, ids[position]) for index, position in zip(indices, at, strict=True)]
 
 
 def _lack_counts(table: pa.Table, chosen: list[int]) -> bool:
