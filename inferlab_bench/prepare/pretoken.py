@@ -68,21 +68,12 @@ class WordCounter:
     """``count(segment)``: the exact token count of an accepted segment, else None."""
 
     def __init__(self, model: Any, pattern: str, backend: Any = None) -> None:
-        self.pattern = pattern
         self._split = regex.compile(pattern).findall
         self._split_ascii = re.compile(ascii_pattern(pattern), re.ASCII).findall
-        self._words = _WordCounts(None if model is None else model.tokenize)
+        self._words = _WordCounts(model.tokenize)
         self._backend = backend
         self._chars: dict[str, bool] = {}  # non-ASCII character -> probed and mirrored
         self._remembered: set[str] = set()  # characters whose verdict came from ``remember``
-
-    @classmethod
-    def from_memory(cls, pattern: str, memory: WordMemory) -> WordCounter:
-        """A counter that knows only ``memory`` (no model, no backend): see ``count_known``.
-        ``pattern`` must be the split pattern of the backend the memory was kept from."""
-        counter = cls(None, pattern)
-        counter.remember(memory)
-        return counter
 
     @classmethod
     def for_backend(cls, backend: Any) -> WordCounter | None:
@@ -137,30 +128,6 @@ class WordCounter:
         # whitespace and ``[^\\s\\p{L}\\p{N}]`` each have an alternative), so findall skips
         # none (tests/prepare/test_pretoken.py checks the pieces join back to the text).
         return sum(map(self._words.__getitem__, split(segment)))
-
-    def count_known(self, segment: str) -> tuple[int, list[str]] | None:
-        """``count`` from what is known alone: the summed counts of the known words and the
-        words not known yet (``count(segment)`` is the sum plus their counts), or None where
-        ``count`` would say None or a character has no verdict yet (nothing is probed)."""
-        if _REFUSED.search(segment):
-            return None
-        if segment.isascii():
-            split = self._split_ascii
-        elif all(self._chars.get(c) for c in set(_NON_ASCII.findall(segment))):
-            split = self._split
-        else:
-            return None
-        pieces = split(segment)
-        words = self._words
-        try:
-            return sum(map(words.__getitem__, pieces)), []  # lookups stay in C
-        except KeyError:  # (only without a model: see ``_WordCounts``)
-            unknown = [piece for piece in pieces if piece not in words]
-            return sum(words[piece] for piece in pieces if piece in words), unknown
-
-    def model_words(self, words: list[str]) -> list[int]:
-        """The token counts of ``words``, each modelled on first sight (and then learned)."""
-        return [self._words[word] for word in words]
 
     def learn_characters(self, texts: list[str]) -> None:
         """Probe every non-ASCII character of ``texts`` now (before forking, so that the
@@ -247,7 +214,6 @@ class _WordCounts(dict[str, int]):
     modelled here (not remembered) are also in ``fresh``."""
 
     def __init__(self, tokenize: Any) -> None:
-        """``tokenize`` None: a memory only, where an unknown word raises KeyError."""
         super().__init__()
         self._tokenize = tokenize
         self.fresh: dict[str, int] = {}
@@ -258,8 +224,6 @@ class _WordCounts(dict[str, int]):
         self.update(words)
 
     def __missing__(self, word: str) -> int:
-        if self._tokenize is None:
-            raise KeyError(word)
         count = self[word] = self.fresh[word] = len(self._tokenize(_byte_level(word)))
         return count
 

@@ -195,11 +195,11 @@ class _OnDemand:
         is left to count. At the end, let it finish keeping its words, or stop it if it was
         not asked (the real tokenizer was at hand) or the run failed."""
         helper = tokenstore.take_early(*self._args)  # started by the command line
-        kept = tokenstore.kept_facts(self._fingerprint, self._args[1]) if likely else None
-        if helper is None and kept is not None:
+        plans = tokenstore.kept_plans(self._fingerprint, self._args[1]) if likely else None
+        if helper is None and plans is not None:
             helper = tokenstore.KeptCounter.start(*self._args)
-        if helper is not None and kept is not None:
-            helper.bind(self._fingerprint, kept)
+        if helper is not None and plans is not None:
+            helper.bind(self._fingerprint, plans)
             self._kept = helper
         elif helper is not None:
             helper.close(wait=False)  # a cold run, or nothing kept: started in vain

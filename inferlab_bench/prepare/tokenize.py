@@ -90,7 +90,7 @@ class ChatTokenizer:
         self._tok = tok
         self._backend = backend
         self._added = added
-        self._splitter = None if added is None else added_token_splitter(added)
+        self._splitter = None if added is None else _splitter(added)
         self._bound, self._bound_made = None, False  # counting alone never needs it
         self._encode = _batch_encoder(backend)
         self._by_word = None if added is None else WordCounter.for_backend(backend)
@@ -183,23 +183,6 @@ class ChatTokenizer:
         if self._checked < pretoken.CHECKED:
             self._check(texts, fast, counts)
         return counts
-
-    def exact_counts(self, texts: Sequence[str]) -> list[int]:
-        """Token counts of ``texts`` from the tokenizer's own encode (never by word)."""
-        self.ready()
-        return self._encode_counts(texts)
-
-    @property
-    def word_pattern(self) -> str | None:
-        """The split pattern this tokenizer is counted by word with, or None."""
-        self.ready()
-        return None if self._by_word is None else self._by_word.pattern
-
-    def model_words(self, words: list[str]) -> list[int] | None:
-        """Token counts of pre-tokenized ``words`` as counting by word sums them (learned
-        like any word it meets); None when it does not count by word."""
-        self.ready()
-        return None if self._by_word is None else self._by_word.model_words(words)
 
     def learn_characters(self, texts: list[str]) -> None:
         """Decide now which non-ASCII characters of ``texts`` may be counted by word (see
@@ -366,7 +349,7 @@ def _plain_added_tokens(tok: Any, backend: Any) -> list[str] | None:
     return [a.content for a in added]
 
 
-def added_token_splitter(contents: list[str]) -> re.Pattern[str]:
+def _splitter(contents: list[str]) -> re.Pattern[str]:
     """Leftmost-longest over the added tokens, as the backend matches them. With no added
     tokens, a pattern that cannot occur in text keeps every text one segment."""
     if not contents:

@@ -21,9 +21,8 @@ import hashlib
 import multiprocessing
 import signal
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
 import orjson
 
@@ -31,11 +30,9 @@ from inferlab_bench.atomic import write_bytes_atomic
 from inferlab_bench.errors import InferlabError
 from inferlab_bench.layout import cache_root
 from inferlab_bench.prepare import pretoken
-from inferlab_bench.prepare.background import Background
-from inferlab_bench.prepare.patterns import PATTERNS
-from inferlab_bench.prepare.pretoken import WordCounter, WordMemory
+from inferlab_bench.prepare.pretoken import WordMemory
 from inferlab_bench.prepare.template import Plans
-from inferlab_bench.prepare.tokenize import ChatTokenizer, added_token_splitter, fingerprint
+from inferlab_bench.prepare.tokenize import ChatTokenizer, fingerprint
 from inferlab_bench.tokenizer import load_backend, save_backend
 
 STORE_VERSION = 1
@@ -89,17 +86,16 @@ class KeptCounter:
 
     Reading the backend (``Tokenizer.from_file``) holds the GIL for a few tenths of a
     second, so it is done in a child started as early as possible: by the command line
-    before it even parses its flags (``start_early``), else as soon as the warm table is
-    found. The child works out the tokenizer's fingerprint itself and reads what is kept
-    for it; this process meanwhile selects and renders the chosen inputs from the kept
-    plans (``bind``: they need no backend).
-
-    ``count`` then splits the work (see its docstring): the child counts half of the texts
-    with the kept tokenizer while this process counts the other half from the kept word
-    memory alone (``Remembered``), and the child models the words that memory lacks. A
-    helper that cannot read the tokenizer, holds another fingerprint, or fails in any way
-    answers None: the caller then loads the real tokenizer, as without a kept one. After
-    counting, the child keeps what it learned of words (``keep_words``).
+    before it even builds its parser (``start_early``, from ``cli.headstart``), else as
+    soon as the warm table is found. The child works out the tokenizer's fingerprint
+    itself and reads what is kept for it; this process meanwhile selects and renders the
+    chosen inputs from the kept plans (``bind``: they need no backend). ``count`` hands
+    the texts, with the fingerprint this process computed, to the child, which counts them
+    (``count_texts``, in itself: on these 2 cores a forked worker cost as much as it saved
+    at a few megabytes of text), sends them back and then keeps what it learned of words
+    (``keep_words``) while this process writes its outputs. A helper that cannot read the
+    tokenizer, holds another fingerprint, or fails in any way answers None: the caller
+    then loads the real tokenizer, as without a kept one.
     """
 
     def __init__(self, key: tuple[str, bytes], process: Any, connection: Any) -> None:
@@ -107,7 +103,7 @@ class KeptCounter:
         self._process = process
         self._connection = connection
         self._fingerprint: str | None = None
-        self._kept: Kept | None = None
+        self._plans: Plans | None = None
         self.asked = False
         self.counted = False
 
@@ -116,81 +112,43 @@ class KeptCounter:
         """Fork the helper now; it reads whatever is kept for this tokenizer."""
         context = multiprocessing.get_context("fork")
         ours, theirs = context.Pipe()
-        # Not a daemon: ``close`` always ends it, after it kept its words if it counted.
+        # Not a daemon: it keeps its words after answering. ``close`` always ends it.
         process = context.Process(target=_serve, args=(theirs, locator, dict(template_kwargs)))
         process.start()
         theirs.close()
         return cls(_key(locator, template_kwargs), process, ours)
 
-    def bind(self, fingerprint: str, kept: Kept) -> None:
+    def bind(self, fingerprint: str, plans: Plans) -> None:
         """Count for the tokenizer this run uses (``fingerprint``), rendering from its kept
-        verified plans (``kept_facts``); until bound the helper is never asked."""
-        self._fingerprint, self._kept = fingerprint, kept
+        verified ``plans`` (``kept_plans``); until bound the helper is never asked."""
+        self._fingerprint, self._plans = fingerprint, plans
 
     def planned(self, messages: Sequence[Mapping[str, str]]) -> str | None:
         """``messages`` rendered from a kept verified plan, or None."""
-        return None if self._kept is None else self._kept.plans.verified_text(messages)
+        return None if self._plans is None else self._plans.verified_text(messages)
 
     def count(self, texts: list[str]) -> list[int] | None:
-        """Exact counts of ``texts``, or None if the helper has none to give.
-
-        The odd texts go to the helper at once (sent from a thread: it may still be reading
-        the tokenizer), which counts them as ``ChatTokenizer.count_texts`` does, check
-        included. Meanwhile this process counts the even ones from the kept word memory
-        (``Remembered``). Then the helper is sent the words that memory lacks (it models
-        them), the texts memory cannot count (a character without a verdict, one refused),
-        and, as the check of this process's share, its first ``pretoken.CHECKED // 2``
-        characters counted from memory, which the helper encodes with the tokenizer itself.
-        One difference there (or in the helper's own check, which turns its counting by word
-        off) and every even text is encoded by the helper instead.
-        """
-        if self._fingerprint is None or self._kept is None:
+        """Exact counts of ``texts`` from the helper, or None if it has none to give."""
+        if self._fingerprint is None:
             return None
         self.asked = True
-        memory = Remembered.read(self._fingerprint, self._kept.added) if len(texts) > 1 else None
         try:
-            if memory is None:
-                counts = self._ask((_COUNT, self._fingerprint, texts))
-            else:
-                counts = self._count_shared(texts, memory)
+            self._connection.send((self._fingerprint, texts))
+            counts = self._connection.recv()
         except (OSError, EOFError):
-            counts = None
-        self.counted = _counts_of(counts, texts)
+            return None
+        valid = isinstance(counts, list) and len(counts) == len(texts)
+        self.counted = valid and all(type(n) is int for n in counts)
         return counts if self.counted else None
-
-    def _count_shared(self, texts: list[str], memory: Remembered) -> list[int] | None:
-        mine, theirs = texts[0::2], texts[1::2]
-        sending = Background(lambda: self._connection.send((_COUNT, self._fingerprint, theirs)))
-        known = [memory.count(text) for text in mine]
-        sending.result()
-        counted_theirs = self._connection.recv()
-        if not _counts_of(counted_theirs, theirs):
-            return None
-        unknown = sorted({word for k in known if k is not None for word in k[1]})
-        whole = [i for i, k in enumerate(known) if k is None]
-        checked = _first_chars([i for i, k in enumerate(known) if k is not None], mine)
-        answer = self._ask((_FINISH, unknown, [mine[i] for i in whole], [mine[i] for i in checked]))
-        counts_mine = _finish(known, answer, unknown, whole, checked)
-        if counts_mine is None:  # a difference in the check, or the helper's own check
-            counts_mine = self._ask((_ENCODE, mine))  # turned counting by word off
-        if not _counts_of(counts_mine, mine):
-            return None
-        counts = [0] * len(texts)
-        counts[0::2], counts[1::2] = counts_mine, counted_theirs
-        return counts
-
-    def _ask(self, question: tuple[Any, ...]) -> Any:
-        self._connection.send(question)
-        return self._connection.recv()
 
     def close(self, *, wait: bool) -> None:
         """End the helper: after counting, let it finish keeping its words (``wait``);
         otherwise (never asked, or the run failed) stop it now."""
         if self._connection.closed:
             return
-        with contextlib.suppress(OSError):
-            self._connection.send(None)
         if not (wait and self.asked):
+            with contextlib.suppress(OSError):
+                self._connection.send(None)
             self._process.join(timeout=0.05)
             if self._process.is_alive():
                 self._process.terminate()
@@ -198,108 +156,13 @@ class KeptCounter:
         self._process.join()
 
 
-_COUNT, _FINISH, _ENCODE = "count", "finish", "encode"
-"""What the helper is asked: count texts (with the fingerprint they are for); model words,
-count texts and encode texts (the rest of a shared count); encode texts."""
-
-
-def _counts_of(counts: Any, texts: Sequence[object]) -> TypeGuard[list[int]]:
-    """Whether ``counts`` is a list of ints, one per text."""
-    valid = isinstance(counts, list) and len(counts) == len(texts)
-    return valid and all(type(n) is int for n in counts)
-
-
-def _first_chars(candidates: list[int], texts: list[str]) -> list[int]:
-    """The first of ``candidates`` whose texts hold ``pretoken.CHECKED // 2`` characters."""
-    chosen, total = [], 0
-    for i in candidates:
-        if total >= pretoken.CHECKED // 2:
-            break
-        chosen.append(i)
-        total += len(texts[i])
-    return chosen
-
-
-def _finish(
-    known: list[tuple[int, list[str]] | None],
-    answer: Any,
-    unknown: list[str],
-    whole: list[int],
-    checked: list[int],
-) -> list[int] | None:
-    """The even texts' counts from memory and the helper's ``_FINISH`` answer; None if the
-    answer is unusable or the check found a difference."""
-    if not (isinstance(answer, tuple) and len(answer) == 3):
-        return None
-    words, counted, encoded = answer
-    if not (_counts_of(words, unknown) and _counts_of(counted, whole)):
-        return None
-    if not _counts_of(encoded, checked):
-        return None
-    modelled = dict(zip(unknown, words, strict=True))
-    counts = [0 if k is None else k[0] + sum(modelled[w] for w in k[1]) for k in known]
-    for i, n in zip(whole, counted, strict=True):
-        counts[i] = n
-    same = all(counts[i] == n for i, n in zip(checked, encoded, strict=True))
-    return counts if same else None
-
-
-@dataclass(frozen=True)
-class Kept:
-    """What is kept for a tokenizer and template kwargs besides its backend: the verified
-    plans and the added tokens ``ChatTokenizer`` cuts out verbatim (None: it does not)."""
-
-    plans: Plans
-    added: list[str] | None
-
-
-class Remembered:
-    """Counting by word from the kept word memory alone, without the tokenizer: the share of
-    a warm count this process does while the helper does the other (``KeptCounter.count``).
-
-    A text is cut at added tokens as ``ChatTokenizer.split_segments`` cuts it and each
-    segment counted by ``pretoken.WordCounter.count_known`` with the memory's own words and
-    character verdicts, under the split pattern they were kept with: the same sums
-    ``count_texts`` makes, for the words the memory knows.
-    """
-
-    def __init__(self, added: list[str], counter: WordCounter) -> None:
-        self._splitter = added_token_splitter(added)
-        self._counter = counter
-
-    @classmethod
-    def read(cls, fingerprint: str, added: list[str] | None) -> Remembered | None:
-        """The kept memory as a counter, or None (none kept, damaged, no pattern kept)."""
-        kept = _read_words(fingerprint)
-        if kept is None or added is None:
-            return None
-        memory, pattern = kept
-        if pattern not in PATTERNS:
-            return None
-        return cls(added, WordCounter.from_memory(pattern, memory))
-
-    def count(self, text: str) -> tuple[int, list[str]] | None:
-        """(count of the known words and added tokens, the words not known), or None."""
-        pieces = self._splitter.split(text)
-        total, unknown = len(pieces) - 1, []
-        for piece in pieces:
-            if not piece:
-                continue
-            known = self._counter.count_known(piece)
-            if known is None:
-                return None
-            total += known[0]
-            unknown += known[1]
-        return total, unknown
-
-
-def kept_facts(fingerprint: str, template_kwargs: Mapping[str, Any]) -> Kept | None:
-    """What is kept for these keys when a helper would find a usable kept tokenizer (plans
-    and backend both kept), else None."""
+def kept_plans(fingerprint: str, template_kwargs: Mapping[str, Any]) -> Plans | None:
+    """The kept verified plans when a helper would find a usable kept tokenizer for these
+    keys (plans and backend both kept), else None."""
     kept = _kept_facts(fingerprint, template_kwargs)
     if kept is None or not backend_path(fingerprint).is_file():
         return None
-    return Kept(*kept)
+    return kept[0]
 
 
 def _key(locator: str, template_kwargs: Mapping[str, Any]) -> tuple[str, bytes]:
@@ -340,8 +203,7 @@ def stop_early() -> None:
 
 
 def _serve(connection: Any, locator: str, kwargs: dict[str, Any]) -> None:
-    """The helper: read the kept tokenizer, answer what it is asked (``KeptCounter``), and
-    keep the words learned if it counted anything."""
+    """The helper: read the kept tokenizer, count what it is sent, keep the words learned."""
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, signal.SIG_DFL)  # not the stage's guard: ``close`` may stop it
     tok, ours = None, None
@@ -350,41 +212,22 @@ def _serve(connection: Any, locator: str, kwargs: dict[str, Any]) -> None:
         tok = load(locator, kwargs, ours)
     if tok is not None and ours is not None:
         recall_words(tok, ours)
-    answered = False
-    while True:
-        try:
-            asked = connection.recv()
-        except (OSError, EOFError):
-            break
-        answer = None
-        if tok is not None and ours is not None and asked is not None:
-            with contextlib.suppress(Exception):  # any failure: the caller counts itself
-                answer = _answer(tok, ours, asked, answered)
-        if asked is None:
-            break
-        with contextlib.suppress(OSError):
-            connection.send(answer)
-        answered = answered or answer is not None
+    try:
+        asked = connection.recv()
+    except (OSError, EOFError):
+        return
+    if asked is None:
+        return
+    theirs, texts = asked
+    counts = None
+    if tok is not None and theirs == ours:
+        with contextlib.suppress(Exception):  # any failure: the caller counts exactly itself
+            counts = tok.count_texts(texts)
+    with contextlib.suppress(OSError):
+        connection.send(counts)
     connection.close()
-    if tok is not None and ours is not None and answered:
+    if tok is not None and counts is not None and ours is not None:
         keep_words(tok, ours)
-
-
-def _answer(tok: ChatTokenizer, fingerprint: str, asked: Any, answered: bool) -> Any:
-    """One answer of the helper; only a count for its own fingerprint opens the rest."""
-    what = asked[0]
-    if what == _COUNT:
-        return tok.count_texts(asked[2]) if asked[1] == fingerprint else None
-    if not answered:
-        return None
-    if what == _FINISH:
-        words = tok.model_words(asked[1])
-        if words is None:  # its own check turned counting by word off: so must the caller
-            return None
-        return words, tok.count_texts(asked[2]), tok.exact_counts(asked[3])
-    if what == _ENCODE:
-        return tok.exact_counts(asked[1])
-    return None
 
 
 def start_saving_backend(tok: ChatTokenizer, fingerprint: str) -> Callable[[], None]:
@@ -474,18 +317,10 @@ def recall_words(tok: ChatTokenizer, fingerprint: str) -> None:
     alone, and the fingerprint covers the backend (files and library versions); the
     memory also names the split rules that judged the characters, and one kept under
     other rules, damaged or foreign is not used."""
-    kept = _read_words(fingerprint)
-    if kept is not None:
-        tok.remember_words(kept[0])
-
-
-def _read_words(fingerprint: str) -> tuple[WordMemory, str | None] | None:
-    """The kept word memory and the split pattern it was counted under (None if not
-    kept), or None when there is no usable memory."""
     try:
         kept = orjson.loads(words_path(fingerprint).read_bytes())
     except (OSError, orjson.JSONDecodeError):
-        return None
+        return
     same = (
         isinstance(kept, dict)
         and kept.get("version") == STORE_VERSION
@@ -494,13 +329,12 @@ def _read_words(fingerprint: str) -> tuple[WordMemory, str | None] | None:
     )
     words, chars = (kept.get("words"), kept.get("chars")) if same else (None, None)
     if not (isinstance(words, dict) and isinstance(chars, dict)):
-        return None
+        return
     if not all(type(n) is int and n > 0 for n in words.values()):
-        return None
+        return
     if not all(type(ok) is bool and len(c) == 1 for c, ok in chars.items()):
-        return None
-    pattern = kept.get("pattern")
-    return WordMemory(words, chars), pattern if isinstance(pattern, str) else None
+        return
+    tok.remember_words(WordMemory(words, chars))
 
 
 def keep_words(tok: ChatTokenizer, fingerprint: str) -> None:
@@ -513,7 +347,6 @@ def keep_words(tok: ChatTokenizer, fingerprint: str) -> None:
         "version": STORE_VERSION,
         "fingerprint": fingerprint,
         "rules": pretoken.RULES_IDENTITY,
-        "pattern": tok.word_pattern,
         "words": memory.words,
         "chars": memory.chars,
     }

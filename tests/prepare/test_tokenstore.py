@@ -287,97 +287,34 @@ def test_a_warm_run_whose_helper_cannot_count_loads_the_real_tokenizer(
 def test_the_helper_counts_as_the_real_tokenizer_and_always_ends(isolated_cache: Path) -> None:
     kept, real = _kept(QWEN_DIR)
     texts = [real.render(chat) for chat in _chats()] + ADVERSARIAL
-    kept_facts = tokenstore.kept_facts(fingerprint(QWEN_DIR), {})
-    assert kept_facts is not None
+    plans = tokenstore.kept_plans(fingerprint(QWEN_DIR), {})
+    assert plans is not None
     helper = tokenstore.KeptCounter.start(QWEN_DIR, {})
     assert helper.count(texts) is None  # not bound to this run's fingerprint yet
-    helper.bind(fingerprint(QWEN_DIR), kept_facts)
+    helper.bind(fingerprint(QWEN_DIR), plans)
     chat = _chats()[0]
     assert helper.planned(chat) == real.render(chat)
     assert helper.count(texts) == real.count_texts(texts)
     helper.close(wait=True)
     assert not helper._process.is_alive()
     idle = tokenstore.KeptCounter.start(QWEN_DIR, {})
-    idle.bind(fingerprint(QWEN_DIR), kept_facts)
+    idle.bind(fingerprint(QWEN_DIR), plans)
     idle.close(wait=True)  # never asked: stopped, not waited for
     assert not idle._process.is_alive() and not idle.counted
     other = tokenstore.KeptCounter.start(QWEN_DIR, {"other": 1})
-    assert tokenstore.kept_facts(fingerprint(QWEN_DIR), {"other": 1}) is None  # none kept
+    assert tokenstore.kept_plans(fingerprint(QWEN_DIR), {"other": 1}) is None  # none kept
     other.close(wait=False)
     assert not other._process.is_alive()
-
-
-@pytest.mark.parametrize("locator", TOKENIZERS, indirect=True)
-def test_a_count_shared_with_the_word_memory_is_exact(locator: str, isolated_cache: Path) -> None:
-    """A warm count is split: this process counts half the texts from the kept word memory
-    (``Remembered``), the helper counts the other half and models the words the memory
-    lacks; every count equals AutoTokenizer's, adversarial text included."""
-    kept, real = _kept(locator)
-    print_ = fingerprint(locator)
-    texts = [real.render(chat) for chat in _chats()] + ADVERSARIAL + ["plain ascii words"]
-    auto = AutoTokenizer.from_pretrained(locator, local_files_only=True)
-    expected = [len(auto(t, add_special_tokens=False)["input_ids"]) for t in texts]
-    real.count_texts(texts[: len(texts) // 3])  # the memory knows a third of the words
-    tokenstore.keep_words(real, print_)
-    kept_facts = tokenstore.kept_facts(print_, {})
-    assert kept_facts is not None
-    memory = tokenstore.Remembered.read(print_, kept_facts.added)
-    if real.word_pattern is None:  # no proved split: no memory, the helper counts alone
-        assert memory is None
-    else:
-        assert memory is not None
-        shares = [memory.count(t) for t in texts]
-        unknown = [k for k in shares if k is not None and k[1]]
-        assert unknown and any(k is not None and not k[1] for k in shares)
-        for text, share, n in zip(texts, shares, expected, strict=True):
-            if share is not None:  # known words' count + the unknown words' counts
-                assert share[0] + sum(real.model_words(share[1]) or [0]) == n, text[:80]
-    helper = tokenstore.KeptCounter.start(locator, {})
-    try:
-        helper.bind(print_, kept_facts)
-        assert helper.count(texts) == expected
-    finally:
-        helper.close(wait=True)
-    assert not helper._process.is_alive()
-
-
-@pytest.mark.parametrize("where", ["this process's share", "both shares"])
-def test_a_word_memory_that_lies_is_caught_by_the_check(where: str, isolated_cache: Path) -> None:
-    """A kept memory whose count of a word is wrong (valid in form): the helper encodes
-    this process's first texts counted from memory (or its own check finds the lie in its
-    share), and every text of this process's share is then encoded; the counts are exact."""
-    kept, real = _kept(QWEN_DIR)
-    print_ = fingerprint(QWEN_DIR)
-    lie = where == "both shares"
-    texts = [f"hello there, world {k}" if lie or k % 2 == 0 else f"good day {k}" for k in range(40)]
-    real.count_texts(texts)
-    tokenstore.keep_words(real, print_)
-    path = tokenstore.words_path(print_)
-    kept_words = json.loads(path.read_text())
-    assert kept_words["words"]["hello"] == 1
-    kept_words["words"]["hello"] = 3
-    path.write_text(json.dumps(kept_words))
-    kept_facts = tokenstore.kept_facts(print_, {})
-    assert kept_facts is not None
-    memory = tokenstore.Remembered.read(print_, kept_facts.added)
-    assert memory is not None
-    assert memory.count(texts[0]) == (real.exact_counts(texts[:1])[0] + 2, [])
-    helper = tokenstore.KeptCounter.start(QWEN_DIR, {})
-    try:
-        helper.bind(print_, kept_facts)
-        assert helper.count(texts) == real.exact_counts(texts)
-    finally:
-        helper.close(wait=True)
 
 
 def test_a_helper_whose_fingerprint_differs_answers_none(isolated_cache: Path) -> None:
     """The parent's fingerprint travels with the texts: a helper that read another
     tokenizer state (its files changed in between) does not count for this run."""
     _kept(QWEN_DIR)
-    kept_facts = tokenstore.kept_facts(fingerprint(QWEN_DIR), {})
-    assert kept_facts is not None
+    plans = tokenstore.kept_plans(fingerprint(QWEN_DIR), {})
+    assert plans is not None
     helper = tokenstore.KeptCounter.start(QWEN_DIR, {})
-    helper.bind(fingerprint(QWEN_DIR), kept_facts)
+    helper.bind(fingerprint(QWEN_DIR), plans)
     helper._fingerprint = "0" * 64  # what a run whose tokenizer files changed would send
     assert helper.count(["hello world"]) is None
     helper.close(wait=True)
