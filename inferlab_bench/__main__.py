@@ -1,5 +1,5 @@
 """``python -m inferlab_bench`` runs the command line."""
 
-from inferlab_bench.cli import main
+from inferlab_bench.cli import entry
 
-raise SystemExit(main())
+raise SystemExit(entry())

@@ -126,7 +126,7 @@ RequestBody: TypeAlias = dict[str, SettingValue]
 class WireModel(BaseModel):
     """Base of every wire struct: unknown fields are errors, no type coercion."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
 
 
 class ClientStatus(enum.StrEnum):

@@ -1,9 +1,8 @@
 """``inferlab-bench prepare``: freeze a population — JSON mode (--input/--output) or human flags.
 
-In JSON mode, once the flags are valid and before the stage's imports (the protocol's
-models, numpy, pyarrow: about a quarter of a second), it starts reading the kept tokenizer in
-a helper (``tokenstore.start_early``), so that a warm preparation finds it read; the rest of
-this command is imported after.
+In JSON mode the stage (the protocol's models, numpy, pyarrow) is imported only once the
+flags are valid; a warm preparation's kept tokenizer is already being read by then
+(``cli.headstart``).
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ import orjson
 
 from inferlab_bench.cli.flags import bind, with_flags
 from inferlab_bench.layout import CATALOG_DIR_ENV
-from inferlab_bench.prepare import tokenstore
 from inferlab_bench.runs.options import PrepareFlags
 
 if TYPE_CHECKING:
@@ -56,22 +54,8 @@ def run(args: argparse.Namespace) -> int:
     return with_flags(args, PrepareFlags, _run)
 
 
-def _read_kept_tokenizer_early(input_path: Path) -> None:
-    """A head start only: the request is validated later, and anything that cannot be
-    read here just means the stage starts the helper itself, if at all."""
-    try:
-        request = orjson.loads(input_path.read_bytes())
-        locator = request["model"]["locator"]
-        kwargs = (request.get("request_body") or {}).get("chat_template_kwargs") or {}
-    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
-        return
-    if isinstance(locator, str) and isinstance(kwargs, dict):
-        tokenstore.start_early(locator, kwargs)
-
-
 def _run(flags: PrepareFlags) -> int:
     if flags.input is not None and flags.output is not None:
-        _read_kept_tokenizer_early(Path(flags.input))
         from inferlab_bench.cli.jsonmode import run_json_command
         from inferlab_bench.cli.progress import stderr_progress
         from inferlab_bench.prepare.stage import run_prepare

@@ -272,7 +272,9 @@ def _census(table: pa.Table, fixed_output: int | None, census: _Census) -> list[
     positions = np.flatnonzero(ok)
     ids = table.column("source_id").to_pylist()
     indices = int_column(table, "index")[positions].tolist()
-    return [(index, ids[position]) for index, position in zip(indices, positions, strict=True)]
+    # Positions as Python ints: a list indexed by numpy integers is several times slower.
+    at = positions.tolist()
+    return [(index, ids[position]) for index, position in zip(indices, at, strict=True)]
 
 
 def _lack_counts(table: pa.Table, chosen: list[int]) -> bool:

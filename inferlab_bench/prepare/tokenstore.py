@@ -30,7 +30,6 @@ from inferlab_bench.atomic import write_bytes_atomic
 from inferlab_bench.errors import InferlabError
 from inferlab_bench.layout import cache_root
 from inferlab_bench.prepare import pretoken
-from inferlab_bench.prepare.counting import count_on_all_cores
 from inferlab_bench.prepare.pretoken import WordMemory
 from inferlab_bench.prepare.template import Plans
 from inferlab_bench.prepare.tokenize import ChatTokenizer, fingerprint
@@ -87,15 +86,16 @@ class KeptCounter:
 
     Reading the backend (``Tokenizer.from_file``) holds the GIL for a few tenths of a
     second, so it is done in a child started as early as possible: by the command line
-    before it imports the rest of the stage (``start_early``), else as soon as the warm
-    table is found. The child works out the tokenizer's fingerprint itself and reads what
-    is kept for it; this process meanwhile selects and renders the chosen inputs from the
-    kept plans (``bind``: they need no backend). ``count`` hands the texts, with the
-    fingerprint this process computed, to the child, which counts them on every core
-    (``counting.count_on_all_cores``: the same counts as in this process), sends them
-    back and then keeps what it learned of words (``keep_words``). A helper that cannot
-    read the tokenizer, holds another fingerprint, or fails in any way answers None: the
-    caller then loads the real tokenizer, as without a kept one.
+    before it even builds its parser (``start_early``, from ``cli.headstart``), else as
+    soon as the warm table is found. The child works out the tokenizer's fingerprint
+    itself and reads what is kept for it; this process meanwhile selects and renders the
+    chosen inputs from the kept plans (``bind``: they need no backend). ``count`` hands
+    the texts, with the fingerprint this process computed, to the child, which counts them
+    (``count_texts``, in itself: on these 2 cores a forked worker cost as much as it saved
+    at a few megabytes of text), sends them back and then keeps what it learned of words
+    (``keep_words``) while this process writes its outputs. A helper that cannot read the
+    tokenizer, holds another fingerprint, or fails in any way answers None: the caller
+    then loads the real tokenizer, as without a kept one.
     """
 
     def __init__(self, key: tuple[str, bytes], process: Any, connection: Any) -> None:
@@ -112,7 +112,7 @@ class KeptCounter:
         """Fork the helper now; it reads whatever is kept for this tokenizer."""
         context = multiprocessing.get_context("fork")
         ours, theirs = context.Pipe()
-        # Not a daemon: it forks its own counting worker. ``close`` always ends it.
+        # Not a daemon: it keeps its words after answering. ``close`` always ends it.
         process = context.Process(target=_serve, args=(theirs, locator, dict(template_kwargs)))
         process.start()
         theirs.close()
@@ -222,7 +222,7 @@ def _serve(connection: Any, locator: str, kwargs: dict[str, Any]) -> None:
     counts = None
     if tok is not None and theirs == ours:
         with contextlib.suppress(Exception):  # any failure: the caller counts exactly itself
-            counts = count_on_all_cores(tok, texts)
+            counts = tok.count_texts(texts)
     with contextlib.suppress(OSError):
         connection.send(counts)
     connection.close()

@@ -57,7 +57,7 @@ from inferlab_bench.simulator.config import FaultConfig, LatencyConfig, Simulato
 class FlagModel(BaseModel):
     """Base of the flag models: unknown fields are errors, strings convert (flags are text)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     RULES: ClassVar[tuple[Rule, ...]] = ()
 
     @model_validator(mode="after")

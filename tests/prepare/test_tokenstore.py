@@ -63,6 +63,8 @@ def test_the_kept_tokenizer_counts_as_autotokenizer(locator: str) -> None:
     assert kept.transformers_tokenizer is None  # read without transformers
     assert kept.added_tokens == real.added_tokens
     assert kept._backend.to_str() == auto.backend_tokenizer.to_str()
+    saved = json.loads(tokenstore.backend_path(fingerprint(locator)).read_text())["model"]
+    assert all(isinstance(m, str) for m in saved.get("merges", []))  # the faster form
     texts = [m["content"] for chat in _chats() for m in chat]
     texts += [real.render(chat) for chat in _chats()]
     texts += ADVERSARIAL + [a * 30 for a in ADVERSARIAL]
