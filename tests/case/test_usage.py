@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -243,7 +244,24 @@ def _on_cpu_ns(pid: int) -> int:
     return int(open(f"/proc/{pid}/schedstat").read().split()[0])
 
 
-@pytest.mark.skipif(not autogroups_enabled(), reason="the kernel has no autogroups or they are off")
+def _in_root_cpu_cgroup() -> bool:
+    """Autogroups only divide the root cpu cgroup: elsewhere the cgroup decides the shares."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return False
+    paths = {}
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(",") if controllers else [""]:
+            paths[controller] = path
+    return paths.get("cpu", paths.get("", "")) == "/"
+
+
+@pytest.mark.skipif(
+    not (autogroups_enabled() and _in_root_cpu_cgroup()),
+    reason="the kernel's autogroups are off, or this test runs outside the root cpu cgroup",
+)
 @pytest.mark.parametrize("own_session", [False, True])
 def test_idle_bookkeeping_yields_to_a_server_only_in_the_same_autogroup(
     own_session: bool,
