@@ -234,6 +234,9 @@ class UsageSampler:
         return (PROC / "stat").is_file()
 
     def start(self) -> UsageSampler:
+        # Read once: a process keeps the autogroup it was started in (AIPerf leads no
+        # session of its own, see ``runner._spawn``), and a kernel without them has none.
+        self._autogroup = autogroup_of(self._group)
         self._thread.start()
         return self
 
@@ -264,8 +267,6 @@ class UsageSampler:
 
     def _sample(self, scan: bool = False) -> None:
         running = procs_running()
-        if self._autogroup is None:
-            self._autogroup = autogroup_of(self._group)
         scan = scan or self._samples % RESCAN_EVERY == 0
         self._samples += 1
         known = None if scan else list(self._seen)
