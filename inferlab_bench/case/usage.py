@@ -60,7 +60,8 @@ class UsageSeries:
     niced_threads: int = 0
     """Threads of those services lowered (every one of each: its ZeroMQ I/O thread too)."""
     autogroup: str | None = None
-    """The scheduler autogroup AIPerf ran in (``/autogroup-42``; None: none, see below)."""
+    """The scheduler autogroup AIPerf ran in (``/autogroup-42``, ``/`` the root group; None:
+    a kernel without autogroups)."""
     caller_autogroup: str | None = field(default_factory=lambda: autogroup_of("self"))
 
     def as_json(self) -> dict[str, Any]:
@@ -135,12 +136,15 @@ def autogroup_of(pid: int | str, proc: Path = PROC) -> str | None:
 
     With autogroups on, the kernel shares the cores between sessions (``setsid``) first and
     between the threads of a session only within its share, so a thread's nice and
-    ``SCHED_IDLE`` only order it against threads of its own session.
+    ``SCHED_IDLE`` only order it against threads of its own session. A process of a session
+    that never got an autogroup (init's, often a container's first one) is in the root group,
+    which the kernel leaves unnamed (an empty file): ``/``.
     """
     try:
-        return (proc / str(pid) / "autogroup").read_text().split()[0]
-    except (OSError, IndexError):
+        text = (proc / str(pid) / "autogroup").read_text()
+    except OSError:
         return None
+    return text.split()[0] if text.strip() else "/"
 
 
 def autogroups_enabled(proc: Path = PROC) -> bool | None:

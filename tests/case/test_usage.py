@@ -228,8 +228,20 @@ def test_the_autogroups_of_aiperf_and_of_the_caller_are_recorded() -> None:
         assert recorded["enabled"] == autogroups_enabled() and recorded["caller"] == ours
         if ours is None:
             assert recorded["aiperf"] is None  # a kernel without autogroups
-        else:
+        else:  # "/" when we are in init's session (CI's runner): the root group
             assert (recorded["aiperf"] == ours) is not own_session
+
+
+def test_a_process_of_the_root_autogroup_reads_as_the_root(tmp_path: Path) -> None:
+    """The kernel writes nothing for a task in the root autogroup (init's session, which a
+    container's commands often share): that is the root group "/", not "no autogroups"."""
+    (tmp_path / "7").mkdir()
+    (tmp_path / "7" / "autogroup").write_text("")
+    (tmp_path / "8").mkdir()
+    (tmp_path / "8" / "autogroup").write_text("/autogroup-1917 nice 0\n")
+    assert autogroup_of(7, proc=tmp_path) == "/"
+    assert autogroup_of(8, proc=tmp_path) == "/autogroup-1917"
+    assert autogroup_of(9, proc=tmp_path) is None  # no file: a kernel without autogroups
 
 
 SPIN = (
