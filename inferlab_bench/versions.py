@@ -2,19 +2,61 @@
 
 from __future__ import annotations
 
+import functools
+import os
 import platform
-from importlib import metadata
+import re
+import sys
 
 from inferlab_bench import __version__
 
 PINNED_AIPERF_VERSION = "0.13.0"
 
 
+@functools.cache
 def package_version(name: str) -> str | None:
+    """The installed version of distribution ``name`` (None: not installed).
+
+    Read, when it can be, from the name of its ``.dist-info`` directory: an installer names
+    it ``{normalized name}-{version}.dist-info`` (the packaging spec for installed
+    projects), and the first ``sys.path`` directory holding one for ``name`` is the one
+    ``importlib.metadata`` reads. Anything less plain there (two of them, an ``.egg-info``)
+    is left to ``importlib.metadata``, whose import alone cost a warm preparation 17 ms.
+    """
+    wanted = _normalized(name)
+    for entry in sys.path:
+        found = _distributions(entry or ".").get(wanted)
+        if found is None:
+            continue
+        if len(found) == 1 and found[0].endswith(".dist-info"):
+            return found[0][: -len(".dist-info")].split("-", 1)[1]
+        break
+    from importlib import metadata
+
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
         return None
+
+
+@functools.cache
+def _distributions(directory: str) -> dict[str, list[str]]:
+    """Normalized distribution name -> its metadata directories in ``directory``."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return {}
+    found: dict[str, list[str]] = {}
+    for entry in names:
+        if entry.endswith((".dist-info", ".egg-info")):
+            found.setdefault(_normalized(entry.split("-", 1)[0].rsplit(".", 1)[0]), []).append(
+                entry
+            )
+    return found
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
 
 
 def handshake_facts() -> dict[str, object]:

@@ -13,15 +13,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-import numpy as np
-import numpy.typing as npt
-import pyarrow as pa
-
 from inferlab_bench.errors import TokenizerError
 from inferlab_bench.prepare.counting import count_on_all_cores
 from inferlab_bench.prepare.materialize import UNCOUNTED, Conversation
-from inferlab_bench.prepare.table import int_column
 from inferlab_bench.prepare.tokenize import ChatTokenizer
+from inferlab_bench.prepare.tokentable import TokenTable
 
 
 @dataclass(frozen=True)
@@ -117,26 +113,10 @@ def _violated(c: Chosen, n_input: int, n_target: int, max_input: int) -> str:
     )
 
 
-def with_counts(table: pa.Table, chosen: Sequence[Chosen]) -> pa.Table | None:
+def with_counts(table: TokenTable, chosen: Sequence[Chosen]) -> TokenTable | None:
     """``table`` with the chosen rows' counts filled in, or None if it had them all."""
-    inputs = int_column(table, "input_tokens").copy()
-    targets = int_column(table, "target_tokens").copy()
-    positions = np.array([c.position for c in chosen], dtype=np.int64)
-    new_inputs = np.array([c.input_tokens for c in chosen], dtype=np.int64)
-    new_targets = np.array([c.target_tokens for c in chosen], dtype=np.int64)
-    if positions.size == 0 or (
-        np.array_equal(inputs[positions], new_inputs)
-        and np.array_equal(targets[positions], new_targets)
-    ):
-        return None
-    inputs[positions], targets[positions] = new_inputs, new_targets
-    table = _replaced(table, "input_tokens", inputs)
-    return _replaced(table, "target_tokens", targets)
-
-
-def _replaced(table: pa.Table, name: str, values: npt.NDArray[np.int64]) -> pa.Table:
-    """Built from a buffer, not a Python list (see ``table.int_column``)."""
-    data = np.ascontiguousarray(values, dtype=np.int32)
-    array = pa.Array.from_buffers(pa.int32(), len(data), [None, pa.py_buffer(data)])
-    where = table.schema.get_field_index(name)
-    return table.set_column(where, table.schema.field(name), array)
+    return table.with_counts(
+        [c.position for c in chosen],
+        [c.input_tokens for c in chosen],
+        [c.target_tokens for c in chosen],
+    )

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import heapq
 from collections.abc import Iterable
-
-import numpy as np
 
 
 def selection_key(seed: int, source_id: str, index: int) -> int:
@@ -18,9 +17,9 @@ def select(seed: int, admitted: Iterable[tuple[int, str]], required: int) -> lis
     """Indices of the ``required`` admitted (index, id) pairs with smallest (key, index),
     in ascending (key, index) order.
 
-    Only pairs whose key's first 8 bytes are at most the ``required``-th smallest such
-    prefix are compared in full: at least ``required`` keys have a prefix that small, and
-    a larger prefix means a larger key, so no pair left out could be among the smallest.
+    Digests of one length compare as bytes exactly as their big-endian integers do, so
+    the ``required``-th smallest digest is found without making integers; only the pairs
+    whose digest is at most that one are sorted by (key, index).
     """
     pairs = list(admitted)
     if required <= 0 or not pairs:
@@ -29,8 +28,7 @@ def select(seed: int, admitted: Iterable[tuple[int, str]], required: int) -> lis
     digests = [sha256(f"{seed}\0{sid}\0{index}".encode()).digest() for index, sid in pairs]
     candidates: Iterable[int] = range(len(pairs))
     if len(pairs) > required:
-        prefixes = np.frombuffer(b"".join([d[:8] for d in digests]), dtype=">u8")
-        kth = np.partition(prefixes, required - 1)[required - 1]
-        candidates = np.flatnonzero(prefixes <= kth).tolist()
+        kth = heapq.nsmallest(required, digests)[-1]
+        candidates = [c for c, digest in enumerate(digests) if digest <= kth]
     keyed = sorted((int.from_bytes(digests[c], "big"), pairs[c][0]) for c in candidates)
     return [index for _, index in keyed[:required]]

@@ -9,12 +9,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import orjson
 
 from inferlab_bench.errors import DatasetError
-from inferlab_bench.prepare.spans import SpanError, Spans, array_spans, line_spans
+
+if TYPE_CHECKING:
+    from inferlab_bench.prepare.spans import Spans
 
 SourceFormat = Literal["json-array", "jsonl"]
 
@@ -92,6 +94,8 @@ def read_records(path: Path) -> SourceRecords:
         data = path.read_bytes()
     except OSError as exc:
         raise DatasetError(f"{path}: cannot read the dataset ({exc.strerror or exc})") from exc
+    from inferlab_bench.prepare.spans import SpanError, array_spans, line_spans  # numpy
+
     fmt = detect_format(data[:64])
     try:
         spans = array_spans(data) if fmt == "json-array" else line_spans(data)

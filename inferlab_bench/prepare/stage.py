@@ -10,9 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
-
 from inferlab_bench import interrupts
 from inferlab_bench.errors import (
     DatasetError,
@@ -35,8 +32,8 @@ from inferlab_bench.prepare.materialize import (
 )
 from inferlab_bench.prepare.select import select
 from inferlab_bench.prepare.sharegpt import read_records, read_spans
-from inferlab_bench.prepare.table import build_table, int_column
 from inferlab_bench.prepare.tokenize import ChatTokenizer, fingerprint
+from inferlab_bench.prepare.tokentable import TokenTable
 from inferlab_bench.prepare.write import Entry, remove_stale, write_outputs
 from inferlab_bench.progress import NULL_PROGRESS, ProgressSink
 from inferlab_bench.protocol import (
@@ -143,7 +140,7 @@ def _run(
         return _result(request, census, ClientStatus.SUCCEEDED, entries=entries, written=written)
 
 
-def _store_completed(key: str, completed: pa.Table | None) -> None:
+def _store_completed(key: str, completed: TokenTable | None) -> None:
     """Keep the table with the newly counted entries (None: it had every count)."""
     if completed is not None:
         tokencache.store_table(key, completed)
@@ -242,10 +239,12 @@ def _token_table(
     request: BenchDatasetPreparationRequest,
     tokenizer: _OnDemand,
     progress: ProgressSink,
-) -> tuple[pa.Table, bool, str]:
+) -> tuple[TokenTable, bool, str]:
     cached = tokencache.load_table(key)
     if cached is not None:
         return cached, True, "cached-token-table"
+    from inferlab_bench.prepare.table import build_table  # numpy and pyarrow: a cold run only
+
     tok = tokenizer()
     progress.begin("reading dataset", None, unit="")
     source = read_records(acquired.path)
@@ -256,74 +255,61 @@ def _token_table(
     return table, False, source.source_format
 
 
-def _census(table: pa.Table, fixed_output: int | None, census: _Census) -> list[tuple[int, str]]:
+def _census(table: TokenTable, fixed_output: int | None, census: _Census) -> list[tuple[int, str]]:
     """Apply the last rule (short targets) and count everything; return admitted (i, id)."""
-    reasons = table.column("reason").to_pylist()
-    targets = int_column(table, "target_tokens")
-    counts: Counter[str] = Counter(r for r in reasons if r is not None)
-    ok = np.fromiter((r is None for r in reasons), dtype=bool, count=len(reasons))
+    reasons = list(table.reason)
     if fixed_output is None:
-        short = ok & (targets != UNCOUNTED) & (targets < 2)  # UNCOUNTED: proved >= 2
-        counts[Reason.TARGET_SHORTER_THAN_TWO_TOKENS.value] += int(short.sum())
-        ok &= ~short
+        short = Reason.TARGET_SHORTER_THAN_TWO_TOKENS.value
+        for position, target in enumerate(table.target_tokens):
+            # UNCOUNTED: proved to have at least two tokens
+            if target < 2 and target != UNCOUNTED and reasons[position] is None:
+                reasons[position] = short
+    counts = Counter(reasons)
     census.candidates = table.num_rows
-    census.admitted = int(ok.sum())
-    census.reasons = {reason: n for reason, n in sorted(counts.items()) if n}
-    positions = np.flatnonzero(ok)
-    ids = table.column("source_id").to_pylist()
-    indices = int_column(table, "index")[positions].tolist()
-    # Positions as Python ints: a list indexed by numpy integers is several times slower.
-    at = positions.tolist()
-    return [(index, ids[position]) for index, position in zip(indices, at, strict=True)]
+    census.admitted = counts.pop(None, 0)
+    census.reasons = {r: n for r, n in sorted(counts.items()) if r is not None and n}
+    ids, indices = table.source_id, table.index
+    return [(indices[p], ids[p]) for p, reason in enumerate(reasons) if reason is None]
 
 
-def _lack_counts(table: pa.Table, chosen: list[int]) -> bool:
+def _lack_counts(table: TokenTable, chosen: list[int]) -> bool:
     """Whether some chosen row still lacks a count (``complete_counts`` will count it)."""
-    at = np.asarray(chosen, dtype=np.int64)
-    inputs = int_column(table, "input_tokens")[at]
-    targets = int_column(table, "target_tokens")[at]
-    return bool(((inputs == UNCOUNTED) | (targets == UNCOUNTED)).any())
+    inputs, targets = table.input_tokens, table.target_tokens
+    return any(UNCOUNTED in (inputs[p], targets[p]) for p in chosen)
 
 
-def _chosen_rows(table: pa.Table, chosen: list[int], source: Path) -> list[Chosen]:
-    """The chosen rows, their conversations read back from the verified source (table
-    rows are in index order; columns are read from their buffers, see ``int_column``)."""
-    at = np.asarray(chosen, dtype=np.int64)
-    columns = ("index", "end", "input_tokens", "target_tokens", "record_start", "record_stop")
-    index, end, inputs, targets, starts, stops = (
-        int_column(table, name)[at].tolist() for name in columns
-    )
-    records = read_spans(source, list(zip(starts, stops, strict=True)))
+def _chosen_rows(table: TokenTable, chosen: list[int], source: Path) -> list[Chosen]:
+    """The chosen rows, their conversations read back from the verified source."""
+    spans = [(table.record_start[p], table.record_stop[p]) for p in chosen]
     found = []
-    for k, (position, record) in enumerate(zip(chosen, records, strict=True)):
-        conversation = parse_conversation(index[k], record)
+    for position, record in zip(chosen, read_spans(source, spans), strict=True):
+        index = table.index[position]
+        conversation = parse_conversation(index, record)
         if not isinstance(conversation, Conversation):
-            raise DatasetError(f"{source}: record {index[k]} changed since it was tokenized")
-        found.append(Chosen(position, conversation, end[k], inputs[k], targets[k]))
+            raise DatasetError(f"{source}: record {index} changed since it was tokenized")
+        inputs, targets = table.input_tokens[position], table.target_tokens[position]
+        found.append(Chosen(position, conversation, table.end[position], inputs, targets))
     return found
 
 
-def _verify_plans(table: pa.Table, tok: ChatTokenizer, source: Path) -> None:
+def _verify_plans(table: TokenTable, tok: ChatTokenizer, source: Path) -> None:
     """Render one admitted conversation of each input length through ``tok``: its first
     render of a shape checks the shape's plan against a real render, so that the kept
     plans cover every admitted entry a later selection may choose."""
-    starts = int_column(table, "record_start")
-    ends = int_column(table, "end")
-    admitted = np.flatnonzero(starts >= 0)
-    _, first = np.unique(ends[admitted], return_index=True)
-    positions = admitted[first]
-    stops = int_column(table, "record_stop")
-    indices = int_column(table, "index")
-    spans = [(int(starts[p]), int(stops[p])) for p in positions]
+    first: dict[int, int] = {}  # input length (end) -> first admitted position
+    for position, start in enumerate(table.record_start):
+        if start >= 0:
+            first.setdefault(table.end[position], position)
+    positions = [first[end] for end in sorted(first)]
+    spans = [(table.record_start[p], table.record_stop[p]) for p in positions]
     for position, record in zip(positions, read_spans(source, spans), strict=True):
-        conversation = parse_conversation(int(indices[position]), record)
+        conversation = parse_conversation(table.index[position], record)
         if isinstance(conversation, Conversation):
-            tok.render(conversation.chat(int(ends[position])))
+            tok.render(conversation.chat(table.end[position]))
 
 
-def _entries(table: pa.Table, chosen: list[Chosen], fixed_output: int | None) -> list[Entry]:
+def _entries(table: TokenTable, chosen: list[Chosen], fixed_output: int | None) -> list[Entry]:
     """The chosen rows as entries (every count exact by now)."""
-    totals = int_column(table, "total_messages")
     entries = []
     for c in chosen:
         length = output_length(c.target_tokens, fixed_output)
@@ -334,7 +320,7 @@ def _entries(table: pa.Table, chosen: list[Chosen], fixed_output: int | None) ->
                 c.conversation.source_id,
                 c.conversation.chat(c.end),
                 c.conversation.messages[c.end][1],
-                int(totals[c.position]),
+                table.total_messages[c.position],
                 c.input_tokens,
                 c.target_tokens,
                 length,
@@ -372,8 +358,9 @@ def _manifest(
 
 
 def _summary(values: list[int]) -> BenchTokenCountSummary:
+    # The sum of these ints is exact in a float too, so this is numpy's mean to the bit.
     return BenchTokenCountSummary(
-        minimum=min(values), maximum=max(values), mean=float(np.mean(values))
+        minimum=min(values), maximum=max(values), mean=sum(values) / len(values)
     )
 
 

@@ -1,9 +1,11 @@
-"""The per-candidate token table: every conversation's outcome, built on both cores.
+"""Building the per-candidate token table: every conversation's outcome, on both cores.
 
 A row holds counts and the record's byte range in the source file, not its text: the
 chosen few are read back from the (sha256-verified) source when a population is written,
 so the cached table stays small and a warm preparation reads it in a moment. A count that
-no decision needed is ``UNCOUNTED`` (-1) until its entry is chosen (``complete``).
+no decision needed is ``UNCOUNTED`` (-1) until its entry is chosen (``complete``). Workers
+build Arrow batches (cheap to send back); the result is a ``tokentable.TokenTable``, which
+a warm run reads without numpy or pyarrow.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from inferlab_bench.prepare.materialize import (
 from inferlab_bench.prepare.pretoken import WordMemory
 from inferlab_bench.prepare.sharegpt import Records
 from inferlab_bench.prepare.tokenize import ChatTokenizer, PrefixCounter, TokenRate
+from inferlab_bench.prepare.tokentable import INT_COLUMNS, TokenTable
 from inferlab_bench.progress import NULL_PROGRESS, ProgressSink
 
 SCHEMA = pa.schema(
@@ -80,14 +83,11 @@ def int_column(table: pa.Table, name: str) -> npt.NDArray[np.int64]:
     return joined.astype(np.int64, copy=False)
 
 
-def take_rows(
-    table: pa.Table, positions: npt.NDArray[np.int64] | list[int]
-) -> list[dict[str, Any]]:
-    """The rows at ``positions`` as dicts (index array built from a buffer, see above)."""
-    indices = np.ascontiguousarray(positions, dtype=np.int64)
-    array = pa.Array.from_buffers(pa.int64(), len(indices), [None, pa.py_buffer(indices)])
-    rows: list[dict[str, Any]] = table.take(array).to_pylist()
-    return rows
+def to_token_table(table: pa.Table) -> TokenTable:
+    """The Arrow table as ``TokenTable`` columns."""
+    ints = {name: int_column(table, name).tolist() for name in INT_COLUMNS}
+    strings = {name: table.column(name).to_pylist() for name in ("source_id", "reason")}
+    return TokenTable(**ints, **strings)
 
 
 def choose(conversation: Conversation, counter: PrefixCounter, max_input: int) -> Row | Choice:
@@ -130,7 +130,7 @@ def build_table(
     max_input: int,
     progress: ProgressSink = NULL_PROGRESS,
     workers: int | None = None,
-) -> pa.Table:
+) -> TokenTable:
     """Rows for every record, in file order; structural rejects never reach the tokenizer."""
     spans = [range(i, min(i + _CHUNK, len(records))) for i in range(0, len(records), _CHUNK)]
     batches: list[pa.RecordBatch] = []
@@ -141,7 +141,7 @@ def build_table(
             tok.absorb_words(learned)  # kept with this process's own (``tokenstore``)
         progress.advance(batch.num_rows)
     progress.end()
-    return pa.Table.from_batches(batches, schema=SCHEMA)
+    return to_token_table(pa.Table.from_batches(batches, schema=SCHEMA))
 
 
 _WORKER: dict[str, Any] = {}

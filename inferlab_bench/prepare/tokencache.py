@@ -1,4 +1,5 @@
-"""The token table cache: Parquet keyed by dataset sha256 + tokenizer fingerprint + parameters."""
+"""The token table cache: ``tokentable`` files keyed by dataset sha256 + tokenizer fingerprint +
+parameters."""
 
 from __future__ import annotations
 
@@ -8,13 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-from inferlab_bench.atomic import atomic_writer
+from inferlab_bench.atomic import write_bytes_atomic
 from inferlab_bench.prepare.cache import cache_home
 from inferlab_bench.prepare.materialize import MATERIALIZATION_IDENTITY, RULES_VERSION
-from inferlab_bench.prepare.table import SCHEMA
+from inferlab_bench.prepare.tokentable import VERSION, TableFileError, TokenTable
 
 
 def table_key(
@@ -37,34 +36,19 @@ def table_key(
 
 
 def table_path(key: str) -> Path:
-    return cache_home() / "token-tables" / f"{key}.parquet"
+    return cache_home() / "token-tables" / f"{key}.v{VERSION}.table"
 
 
-def load_table(key: str) -> pa.Table | None:
-    """The cached table, or None if absent or unreadable (it is then rebuilt).
-
-    Read through ``ParquetFile``: ``pq.read_table`` first sets up pyarrow's dataset
-    machinery, which costs a warm preparation a few tenths of a second.
-    """
-    path = table_path(key)
-    if not path.is_file():
-        return None
+def load_table(key: str) -> TokenTable | None:
+    """The cached table, or None if absent or unreadable (it is then rebuilt)."""
     try:
-        table = pq.ParquetFile(path, memory_map=True).read()
-    except (OSError, pa.ArrowInvalid):
+        return TokenTable.from_bytes(table_path(key).read_bytes())
+    except (OSError, TableFileError):
         return None
-    if not table.schema.equals(SCHEMA):
-        return None
-    counts = [f.name for f in SCHEMA if pa.types.is_integer(f.type)]
-    if any(table.column(name).null_count for name in counts):
-        return None  # never written so: a damaged or foreign file
-    return table
 
 
-def store_table(key: str, table: pa.Table) -> Path:
-    """LZ4, not zstd: the table is read on every warm preparation, where LZ4 decompresses
-    about twice as fast for a somewhat larger file."""
+def store_table(key: str, table: TokenTable) -> Path:
+    """Written whole or not at all (``atomic``)."""
     path = table_path(key)
-    with atomic_writer(path) as handle:
-        pq.write_table(table, handle, compression="lz4")
+    write_bytes_atomic(path, table.to_bytes())
     return path

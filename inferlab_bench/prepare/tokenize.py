@@ -12,6 +12,7 @@ from inferlab_bench.errors import TokenizerError
 from inferlab_bench.prepare import pretoken
 from inferlab_bench.prepare.background import Background
 from inferlab_bench.prepare.pretoken import WordCounter, WordMemory
+from inferlab_bench.prepare.stamp import file_digest
 from inferlab_bench.prepare.template import Plans
 from inferlab_bench.tokenizer import load_tokenizer
 from inferlab_bench.versions import package_version
@@ -301,7 +302,10 @@ class ChatTokenizer:
 def fingerprint(locator: str) -> str:
     """sha256 over the tokenizer's files (they hold the chat template) and library versions.
 
-    Read from the files alone, so a warm preparation never loads the tokenizer.
+    Read from the files alone, so a warm preparation never loads the tokenizer; each file's
+    digest comes through its stamp (``stamp``: trusted only while the file provably is the
+    one hashed, as the dataset's is), which spares a warm run hashing the 7 MB
+    ``tokenizer.json`` twice (it and its helper): 0.03 s each.
     """
     directory = Path(locator)
     if not directory.is_dir():
@@ -313,7 +317,7 @@ def fingerprint(locator: str) -> str:
     for name in _FINGERPRINT_FILES:
         path = directory / name
         if path.is_file():
-            digest.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+            digest.update(name.encode() + b"\0" + bytes.fromhex(file_digest(path).sha256))
     for package in ("transformers", "tokenizers"):
         digest.update(f"{package}={package_version(package)}".encode())
     return digest.hexdigest()

@@ -1,4 +1,4 @@
-"""Selection compares full keys only where an 8-byte prefix cannot decide: same choice."""
+"""Selection (digests compared as bytes to find the cut) chooses what full keys choose."""
 
 from __future__ import annotations
 

@@ -222,7 +222,7 @@ _STAGE = textwrap.dedent(
     request = parse_request(BenchDatasetPreparationRequest, Path(sys.argv[1]).read_bytes())
     result = run_prepare(request, catalog_dir=Path(sys.argv[2]))
     assert result.status.value == "succeeded", result.error
-    print(json.dumps({"transformers": "transformers" in sys.modules}))
+    print(json.dumps([m for m in ("transformers", "numpy", "pyarrow") if m in sys.modules]))
     """
 )
 
@@ -231,7 +231,8 @@ def test_a_warm_run_with_another_seed_never_imports_transformers(
     dataset: Any, tmp_path: Path, isolated_cache: Path
 ) -> None:
     """Seed 1 cold, then seed 2 warm in a fresh process: the newly chosen entries are counted
-    by the kept tokenizer, and the population equals a cold run's with seed 2."""
+    by the kept tokenizer, and the population equals a cold run's with seed 2. The warm run
+    imports neither transformers nor numpy nor pyarrow (``tokentable``)."""
     records = json.loads(REAL_SAMPLE.read_text())
     source, catalog = dataset(records)
     imported = {}
@@ -246,9 +247,9 @@ def test_a_warm_run_with_another_seed_never_imports_transformers(
             check=True,
             env={**_env(), "XDG_CACHE_HOME": str(isolated_cache)},
         )
-        imported[name] = json.loads(done.stdout.strip().splitlines()[-1])["transformers"]
+        imported[name] = json.loads(done.stdout.strip().splitlines()[-1])
     manifest = json.loads((tmp_path / "warm" / "preparation-manifest.json").read_text())
-    assert imported == {"cold": True, "warm": False}
+    assert imported == {"cold": ["transformers", "numpy", "pyarrow"], "warm": []}
     assert manifest["tokenizer_loaded"] == "kept"
     assert manifest["chosen_entries_counted_now"] > 0
     assert tokenstore.words_path(fingerprint(QWEN_DIR)).is_file()  # kept by the cold run
@@ -259,6 +260,19 @@ def test_a_warm_run_with_another_seed_never_imports_transformers(
     assert (tmp_path / "warm" / population).read_bytes() == (
         tmp_path / "fresh" / population
     ).read_bytes()
+
+
+def test_the_helper_starts_without_pydantic_numpy_or_transformers() -> None:
+    """What the command line imports before forking the helper (``cli.headstart``): every
+    tenth of a second here delays the kept tokenizer, the longest step of a warm run."""
+    code = (
+        "import sys, json\n"
+        "import inferlab_bench.prepare.tokenstore\n"
+        "heavy = ('pydantic', 'numpy', 'pyarrow', 'transformers', 'importlib.metadata')\n"
+        "print(json.dumps([m for m in heavy if m in sys.modules]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert json.loads(done.stdout) == [], done.stderr
 
 
 def test_a_warm_run_whose_helper_cannot_count_loads_the_real_tokenizer(

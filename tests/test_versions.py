@@ -1,0 +1,56 @@
+"""Recorded versions: read from installers' directory names, equal to importlib.metadata's."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from inferlab_bench.versions import handshake_facts, package_version
+
+
+def test_every_installed_distribution_reads_as_importlib_metadata_reads_it() -> None:
+    names = sorted({d.metadata["Name"] for d in metadata.distributions()})
+    assert {"aiperf", "transformers", "tokenizers", "numpy"} <= {n.lower() for n in names}
+    for name in names:
+        assert package_version.__wrapped__(name) == metadata.version(name), name
+        spelled = name.upper().replace("-", ".")  # any spelling of the same project
+        assert package_version.__wrapped__(spelled) == metadata.version(name), spelled
+    assert package_version.__wrapped__("no-such-distribution-here") is None
+
+
+def test_a_path_entry_with_two_records_of_one_project_is_left_to_importlib(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for directory in ("demo_pkg-1.0.dist-info", "demo_pkg-2.0.dist-info"):
+        (tmp_path / directory).mkdir()
+        (tmp_path / directory / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: demo-pkg\nVersion: {directory[9:12]}\n"
+        )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    # importlib.metadata decides which of the two counts; we do not guess
+    assert package_version.__wrapped__("demo-pkg") == metadata.version("demo-pkg")
+    (tmp_path / "demo_pkg-2.0.dist-info" / "METADATA").unlink()
+    (tmp_path / "demo_pkg-2.0.dist-info").rmdir()
+    (tmp_path / "other-3.1.dist-info").mkdir()
+    from inferlab_bench import versions
+
+    versions._distributions.cache_clear()
+    assert package_version.__wrapped__("demo_pkg") == "1.0"
+
+
+def test_the_tokenizer_fingerprint_needs_no_importlib_metadata() -> None:
+    """The kept-tokenizer helper fingerprints the tokenizer with these two versions and
+    imports no pydantic (which would import importlib.metadata for its plugins)."""
+    code = (
+        "import sys\n"
+        "from inferlab_bench.versions import package_version\n"
+        "found = [package_version(n) for n in ('aiperf', 'transformers', 'tokenizers')]\n"
+        "print(found[0], 'importlib.metadata' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.split() == [metadata.version("aiperf"), "False"], done.stderr
+    assert handshake_facts()["tokenizers_version"] == metadata.version("tokenizers")
