@@ -133,6 +133,7 @@ def _run(
             a is not b for a, b in zip(rows, counted, strict=True)
         )
         manifest["tokenizer_loaded"] = tokenizer.loaded
+        manifest["texts_counted_from_word_memory"] = tokenizer.from_memory
         try:
             written = write_outputs(request.artifact_dir, entries, manifest)
         finally:
@@ -192,11 +193,11 @@ class _OnDemand:
         is left to count. At the end, let it finish keeping its words, or stop it if it was
         not asked (the real tokenizer was at hand) or the run failed."""
         helper = tokenstore.take_early(*self._args)  # started by the command line
-        plans = tokenstore.kept_plans(self._fingerprint, self._args[1]) if likely else None
-        if helper is None and plans is not None:
+        facts = tokenstore.kept_facts(self._fingerprint, self._args[1]) if likely else None
+        if helper is None and facts is not None:
             helper = tokenstore.KeptCounter.start(*self._args)
-        if helper is not None and plans is not None:
-            helper.bind(self._fingerprint, plans)
+        if helper is not None and facts is not None:
+            helper.bind(self._fingerprint, *facts)
             self._kept = helper
         elif helper is not None:
             helper.close(wait=False)  # a cold run, or nothing kept: started in vain
@@ -223,6 +224,11 @@ class _OnDemand:
     def made(self) -> ChatTokenizer | None:
         """The real tokenizer, if this run loaded it."""
         return self._tok
+
+    @property
+    def from_memory(self) -> int:
+        """Texts the kept counter counted from the kept word memory (``tokenstore``)."""
+        return 0 if self._kept is None else self._kept.from_memory
 
     @property
     def loaded(self) -> str:

@@ -91,7 +91,7 @@ class ChatTokenizer:
         self._tok = tok
         self._backend = backend
         self._added = added
-        self._splitter = None if added is None else _splitter(added)
+        self._splitter = None if added is None else added_token_splitter(added)
         self._bound, self._bound_made = None, False  # counting alone never needs it
         self._encode = _batch_encoder(backend)
         self._by_word = None if added is None else WordCounter.for_backend(backend)
@@ -226,16 +226,27 @@ class ChatTokenizer:
         return self._by_word.memory()
 
     def _word_count(self, text: str) -> int | None:
-        split = self.split_segments(text)
-        if split is None or self._by_word is None:
+        if self._splitter is None or self._by_word is None:
             return None
-        segments, total = split
-        for segment in segments:
-            count = self._by_word.count(segment)
-            if count is None:
-                return None
-            total += count
-        return total
+        return count_by_word(self._by_word, self._splitter, text)
+
+    def exact_counts(self, texts: Sequence[str]) -> list[int]:
+        """Counts by the tokenizer itself (no special tokens added), never by word."""
+        self.ready()
+        return self._encode_counts(texts)
+
+    def model_counts(self, words: list[str]) -> list[int] | None:
+        """The BPE model's count of each word (pre-tokens of accepted segments, as
+        ``WordCounter.from_memory`` lists them); None when this tokenizer is not counted
+        by word."""
+        self.ready()
+        return None if self._by_word is None else self._by_word.model_counts(words)
+
+    @property
+    def word_pattern(self) -> str | None:
+        """The split pattern counting by word mirrors (None: not counted by word)."""
+        self.ready()
+        return None if self._by_word is None else self._by_word.pattern
 
     def _check(self, texts: Sequence[str], fast: list[int | None], counts: list[int]) -> None:
         """Encode the accepted ones too; on a difference, correct ``counts`` in place."""
@@ -353,7 +364,21 @@ def _plain_added_tokens(tok: Any, backend: Any) -> list[str] | None:
     return [a.content for a in added]
 
 
-def _splitter(contents: list[str]) -> re.Pattern[str]:
+def count_by_word(counter: WordCounter, splitter: re.Pattern[str], text: str) -> int | None:
+    """``text``'s count by word: cut at added tokens (``ChatTokenizer.split_segments``),
+    one token per added token plus each segment's count; None if a segment has none."""
+    pieces = splitter.split(text)
+    total = len(pieces) - 1
+    for segment in pieces:
+        if segment:
+            count = counter.count(segment)
+            if count is None:
+                return None
+            total += count
+    return total
+
+
+def added_token_splitter(contents: list[str]) -> re.Pattern[str]:
     """Leftmost-longest over the added tokens, as the backend matches them. With no added
     tokens, a pattern that cannot occur in text keeps every text one segment."""
     if not contents:

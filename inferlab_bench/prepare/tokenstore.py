@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import hashlib
 import multiprocessing
+import re
 import signal
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -30,9 +32,16 @@ from inferlab_bench.atomic import write_bytes_atomic
 from inferlab_bench.errors import InferlabError
 from inferlab_bench.layout import cache_root
 from inferlab_bench.prepare import pretoken
-from inferlab_bench.prepare.pretoken import WordMemory
+from inferlab_bench.prepare.background import Background
+from inferlab_bench.prepare.patterns import PATTERNS
+from inferlab_bench.prepare.pretoken import WordCounter, WordMemory
 from inferlab_bench.prepare.template import Plans
-from inferlab_bench.prepare.tokenize import ChatTokenizer, fingerprint
+from inferlab_bench.prepare.tokenize import (
+    ChatTokenizer,
+    added_token_splitter,
+    count_by_word,
+    fingerprint,
+)
 from inferlab_bench.tokenizer import load_backend, save_backend
 
 STORE_VERSION = 1
@@ -89,13 +98,14 @@ class KeptCounter:
     before it even builds its parser (``start_early``, from ``cli.headstart``), else as
     soon as the warm table is found. The child works out the tokenizer's fingerprint
     itself and reads what is kept for it; this process meanwhile selects and renders the
-    chosen inputs from the kept plans (``bind``: they need no backend). ``count`` hands
-    the texts, with the fingerprint this process computed, to the child, which counts them
-    (``count_texts``, in itself: on these 2 cores a forked worker cost as much as it saved
-    at a few megabytes of text), sends them back and then keeps what it learned of words
-    (``keep_words``) while this process writes its outputs. A helper that cannot read the
-    tokenizer, holds another fingerprint, or fails in any way answers None: the caller
-    then loads the real tokenizer, as without a kept one.
+    chosen inputs from the kept plans (``bind``: they need no backend). ``count`` then
+    counts the texts here, by word from the kept word counts, while the child checks the
+    first of them with the tokenizer itself; then the child models the few words and
+    texts the memory could not count (until 2026-12-06 the child counted everything
+    while this process waited), and keeps what it learned (``keep_words``) while this
+    process writes its outputs. A helper that cannot read the tokenizer, holds another
+    fingerprint, or fails in any way answers None: the caller then loads the real
+    tokenizer, as without a kept one.
     """
 
     def __init__(self, key: tuple[str, bytes], process: Any, connection: Any) -> None:
@@ -104,6 +114,9 @@ class KeptCounter:
         self._connection = connection
         self._fingerprint: str | None = None
         self._plans: Plans | None = None
+        self._added: list[str] | None = None
+        self.from_memory = 0
+        """Texts of the last ``count`` counted here from the kept word memory."""
         self.asked = False
         self.counted = False
 
@@ -118,28 +131,47 @@ class KeptCounter:
         theirs.close()
         return cls(_key(locator, template_kwargs), process, ours)
 
-    def bind(self, fingerprint: str, plans: Plans) -> None:
+    def bind(self, fingerprint: str, plans: Plans, added: list[str] | None) -> None:
         """Count for the tokenizer this run uses (``fingerprint``), rendering from its kept
-        verified ``plans`` (``kept_plans``); until bound the helper is never asked."""
-        self._fingerprint, self._plans = fingerprint, plans
+        verified ``plans`` and cutting at its ``added`` tokens (``kept_facts``); until
+        bound the helper is never asked."""
+        self._fingerprint, self._plans, self._added = fingerprint, plans, added
 
     def planned(self, messages: Sequence[Mapping[str, str]]) -> str | None:
         """``messages`` rendered from a kept verified plan, or None."""
         return None if self._plans is None else self._plans.verified_text(messages)
 
     def count(self, texts: list[str]) -> list[int] | None:
-        """Exact counts of ``texts`` from the helper, or None if it has none to give."""
+        """Exact counts of ``texts``, or None if the helper has none to give.
+
+        This process counts them by word from the kept word counts (``memory_counter``)
+        while the helper, as soon as its tokenizer is read, encodes the texts that make up
+        the first ``pretoken.CHECKED`` characters (the check ``count_texts`` makes of its
+        own counts). Then the helper models the words the memory lacked and counts the
+        texts it could not (a character without a kept verdict). One checked text whose
+        two counts differ, and the answer is None: the real tokenizer then counts all.
+        Without a memory, the helper counts every text (``count_texts``).
+        """
         if self._fingerprint is None:
             return None
         self.asked = True
+        counter = None if self._added is None else memory_counter(self._fingerprint)
+        checked = _checked_prefix(texts) if counter is not None else 0
         try:
-            self._connection.send((self._fingerprint, texts))
-            counts = self._connection.recv()
+            first = (self._fingerprint, texts[:checked])
+            sending = Background(lambda: self._connection.send(first))  # it may be reading
+            by_memory = [_by_memory(counter, self._added, t) for t in texts]
+            missing = sorted({word for c in by_memory if c is not None for word in c[1]})
+            rest = [texts[k] for k in range(checked, len(texts)) if by_memory[k] is None]
+            sending.result()
+            self._connection.send((missing, rest))
+            answer = self._connection.recv()
         except (OSError, EOFError):
             return None
-        valid = isinstance(counts, list) and len(counts) == len(texts)
-        self.counted = valid and all(type(n) is int for n in counts)
-        return counts if self.counted else None
+        counts = _combined(answer, texts, by_memory, checked, missing, rest)
+        self.counted = counts is not None
+        self.from_memory = sum(c is not None for c in by_memory) if self.counted else 0
+        return counts
 
     def close(self, *, wait: bool) -> None:
         """End the helper: after counting, let it finish keeping its words (``wait``);
@@ -156,13 +188,85 @@ class KeptCounter:
         self._process.join()
 
 
-def kept_plans(fingerprint: str, template_kwargs: Mapping[str, Any]) -> Plans | None:
-    """The kept verified plans when a helper would find a usable kept tokenizer for these
-    keys (plans and backend both kept), else None."""
+def memory_counter(fingerprint: str) -> WordCounter | None:
+    """A counter from the word counts and character verdicts kept for this tokenizer
+    (``keep_words``), or None when none are kept with the split pattern they belong to."""
+    kept = _kept_memory(fingerprint)
+    if kept is None or kept[1] is None or kept[1] not in PATTERNS:
+        return None
+    return WordCounter.from_memory(kept[1], kept[0])
+
+
+def _checked_prefix(texts: list[str]) -> int:
+    """How many leading texts make up the first ``pretoken.CHECKED`` characters."""
+    total = 0
+    for k, text in enumerate(texts):
+        if total >= pretoken.CHECKED:
+            return k
+        total += len(text)
+    return len(texts)
+
+
+def _by_memory(
+    counter: WordCounter | None, added: list[str] | None, text: str
+) -> tuple[int, list[str]] | None:
+    """``text``'s count from the memory, less its unknown words (listed), or None."""
+    if counter is None or added is None:
+        return None
+    count = count_by_word(counter, _splitter_for(tuple(added)), text)
+    missed = counter.take_missed()
+    return None if count is None else (count, missed)
+
+
+@functools.cache
+def _splitter_for(added: tuple[str, ...]) -> re.Pattern[str]:
+    return added_token_splitter(list(added))
+
+
+def _combined(
+    answer: Any,
+    texts: list[str],
+    by_memory: list[tuple[int, list[str]] | None],
+    checked: int,
+    missing: list[str],
+    rest: list[str],
+) -> list[int] | None:
+    """The counts of ``texts`` from the memory and the helper's ``answer`` (checked
+    texts' counts, the missing words' and the rest's), or None when the answer is not
+    whole or a checked text's counts differ."""
+    if not (isinstance(answer, tuple) and len(answer) == 3):
+        return None
+    check, words, others = answer
+    sizes = ((check, checked), (words, len(missing)), (others, len(rest)))
+    if not all(isinstance(a, list) and len(a) == n and _ints(a) for a, n in sizes):
+        return None
+    known = dict(zip(missing, words, strict=True))
+    rest_counts = iter(others)
+    counts = []
+    for k, found in enumerate(by_memory):
+        if found is None:
+            counts.append(check[k] if k < checked else next(rest_counts))
+            continue
+        count = found[0] + sum(known[word] for word in found[1])
+        if k < checked and count != check[k]:
+            return None  # our reading of this tokenizer is wrong somewhere: count exactly
+        counts.append(count)
+    return counts
+
+
+def _ints(values: list[Any]) -> bool:
+    return all(type(n) is int for n in values)
+
+
+def kept_facts(
+    fingerprint: str, template_kwargs: Mapping[str, Any]
+) -> tuple[Plans, list[str] | None] | None:
+    """The kept verified plans and added tokens when a helper would find a usable kept
+    tokenizer for these keys (facts and backend both kept), else None."""
     kept = _kept_facts(fingerprint, template_kwargs)
     if kept is None or not backend_path(fingerprint).is_file():
         return None
-    return kept[0]
+    return kept
 
 
 def _key(locator: str, template_kwargs: Mapping[str, Any]) -> tuple[str, bytes]:
@@ -218,15 +322,28 @@ def _serve(connection: Any, locator: str, kwargs: dict[str, Any]) -> None:
         return
     if asked is None:
         return
-    theirs, texts = asked
-    counts = None
+    theirs, checking = asked  # see ``KeptCounter.count``
+    check = None
     if tok is not None and theirs == ours:
         with contextlib.suppress(Exception):  # any failure: the caller counts exactly itself
-            counts = tok.count_texts(texts)
+            check = tok.exact_counts(checking)
+    try:
+        asked = connection.recv()
+    except (OSError, EOFError):
+        return
+    if asked is None:
+        return
+    words, texts = asked
+    answer = None
+    if tok is not None and check is not None:
+        with contextlib.suppress(Exception):
+            modelled = tok.model_counts(words) if words else []
+            if modelled is not None:
+                answer = (check, modelled, tok.count_texts(texts))
     with contextlib.suppress(OSError):
-        connection.send(counts)
+        connection.send(answer)
     connection.close()
-    if tok is not None and counts is not None and ours is not None:
+    if tok is not None and answer is not None and ours is not None:
         keep_words(tok, ours)
 
 
@@ -317,10 +434,18 @@ def recall_words(tok: ChatTokenizer, fingerprint: str) -> None:
     alone, and the fingerprint covers the backend (files and library versions); the
     memory also names the split rules that judged the characters, and one kept under
     other rules, damaged or foreign is not used."""
+    kept = _kept_memory(fingerprint)
+    if kept is not None:
+        tok.remember_words(kept[0])
+
+
+def _kept_memory(fingerprint: str) -> tuple[WordMemory, str | None] | None:
+    """The kept word counts and character verdicts, and the split pattern they were
+    counted under (None in a memory kept before patterns were); None if none is usable."""
     try:
         kept = orjson.loads(words_path(fingerprint).read_bytes())
     except (OSError, orjson.JSONDecodeError):
-        return
+        return None
     same = (
         isinstance(kept, dict)
         and kept.get("version") == STORE_VERSION
@@ -329,12 +454,13 @@ def recall_words(tok: ChatTokenizer, fingerprint: str) -> None:
     )
     words, chars = (kept.get("words"), kept.get("chars")) if same else (None, None)
     if not (isinstance(words, dict) and isinstance(chars, dict)):
-        return
+        return None
     if not all(type(n) is int and n > 0 for n in words.values()):
-        return
+        return None
     if not all(type(ok) is bool and len(c) == 1 for c, ok in chars.items()):
-        return
-    tok.remember_words(WordMemory(words, chars))
+        return None
+    pattern = kept.get("pattern")
+    return WordMemory(words, chars), pattern if isinstance(pattern, str) else None
 
 
 def keep_words(tok: ChatTokenizer, fingerprint: str) -> None:
@@ -347,6 +473,7 @@ def keep_words(tok: ChatTokenizer, fingerprint: str) -> None:
         "version": STORE_VERSION,
         "fingerprint": fingerprint,
         "rules": pretoken.RULES_IDENTITY,
+        "pattern": tok.word_pattern,
         "words": memory.words,
         "chars": memory.chars,
     }

@@ -301,34 +301,95 @@ def test_a_warm_run_whose_helper_cannot_count_loads_the_real_tokenizer(
 def test_the_helper_counts_as_the_real_tokenizer_and_always_ends(isolated_cache: Path) -> None:
     kept, real = _kept(QWEN_DIR)
     texts = [real.render(chat) for chat in _chats()] + ADVERSARIAL
-    plans = tokenstore.kept_plans(fingerprint(QWEN_DIR), {})
-    assert plans is not None
+    facts = tokenstore.kept_facts(fingerprint(QWEN_DIR), {})
+    assert facts is not None
     helper = tokenstore.KeptCounter.start(QWEN_DIR, {})
     assert helper.count(texts) is None  # not bound to this run's fingerprint yet
-    helper.bind(fingerprint(QWEN_DIR), plans)
+    helper.bind(fingerprint(QWEN_DIR), *facts)
     chat = _chats()[0]
     assert helper.planned(chat) == real.render(chat)
     assert helper.count(texts) == real.count_texts(texts)
     helper.close(wait=True)
     assert not helper._process.is_alive()
     idle = tokenstore.KeptCounter.start(QWEN_DIR, {})
-    idle.bind(fingerprint(QWEN_DIR), plans)
+    idle.bind(fingerprint(QWEN_DIR), *facts)
     idle.close(wait=True)  # never asked: stopped, not waited for
     assert not idle._process.is_alive() and not idle.counted
     other = tokenstore.KeptCounter.start(QWEN_DIR, {"other": 1})
-    assert tokenstore.kept_plans(fingerprint(QWEN_DIR), {"other": 1}) is None  # none kept
+    assert tokenstore.kept_facts(fingerprint(QWEN_DIR), {"other": 1}) is None  # none kept
     other.close(wait=False)
     assert not other._process.is_alive()
+
+
+def _bound_helper(locator: str) -> tokenstore.KeptCounter:
+    facts = tokenstore.kept_facts(fingerprint(locator), {})
+    assert facts is not None
+    helper = tokenstore.KeptCounter.start(locator, {})
+    helper.bind(fingerprint(locator), *facts)
+    return helper
+
+
+def test_this_process_counts_from_the_word_memory_and_the_helper_fills_the_gaps(
+    isolated_cache: Path,
+) -> None:
+    """Words kept by one run count the next run's texts here; words new to the memory,
+    texts with characters it has no verdict on, and the check come from the helper; the
+    counts are the tokenizer's own."""
+    kept, real = _kept(QWEN_DIR)
+    chats = _chats()
+    known = [real.render(chat) for chat in chats[: len(chats) // 2]]
+    real.count_texts(known)
+    tokenstore.keep_words(real, fingerprint(QWEN_DIR))
+    memory = tokenstore.memory_counter(fingerprint(QWEN_DIR))
+    assert memory is not None and memory.pattern == real.word_pattern
+    texts = [real.render(chat) for chat in chats] + ADVERSARIAL + ["日本語の文章 " * 3000]
+    helper = _bound_helper(QWEN_DIR)
+    assert helper.count(texts) == real.exact_counts(texts)
+    helper.close(wait=True)
+    assert 0 < helper.from_memory < len(texts)  # some texts needed the helper whole
+    # what the helper modelled was kept: the next run finds these words in the memory
+    again = tokenstore.memory_counter(fingerprint(QWEN_DIR))
+    added = real.added_tokens
+    assert again is not None and added is not None
+    lacking = [t for t in texts if (found := tokenstore._by_memory(memory, added, t)) and found[1]]
+    assert lacking  # texts with words the first memory did not have
+    for text in lacking:
+        assert tokenstore._by_memory(again, added, text) == (real.exact_counts([text])[0], [])
+
+
+def test_a_wrong_word_memory_is_caught_by_the_check(isolated_cache: Path) -> None:
+    """A kept word count that is wrong (a damaged memory, a bug in our reading of the
+    tokenizer) makes a checked text's two counts differ: the helper answers nothing and
+    the caller counts with the real tokenizer."""
+    kept, real = _kept(QWEN_DIR)
+    texts = [real.render(chat) for chat in _chats()]
+    real.count_texts(texts)
+    tokenstore.keep_words(real, fingerprint(QWEN_DIR))
+    path = tokenstore.words_path(fingerprint(QWEN_DIR))
+    stored = json.loads(path.read_text())
+    stored["words"]["Ġthe"] = stored["words"].get("Ġthe", 1) + 1
+    stored["words"][" the"] = stored["words"].get(" the", 1) + 1
+    path.write_text(json.dumps(stored))
+    helper = _bound_helper(QWEN_DIR)
+    assert helper.count(texts) is None and not helper.counted
+    helper.close(wait=True)
+    del stored["pattern"]  # a memory kept before patterns were: the helper counts all
+    stored["words"][" the"] -= 1
+    path.write_text(json.dumps(stored))
+    assert tokenstore.memory_counter(fingerprint(QWEN_DIR)) is None
+    helper = _bound_helper(QWEN_DIR)
+    assert helper.count(texts) == real.exact_counts(texts) and helper.from_memory == 0
+    helper.close(wait=True)
 
 
 def test_a_helper_whose_fingerprint_differs_answers_none(isolated_cache: Path) -> None:
     """The parent's fingerprint travels with the texts: a helper that read another
     tokenizer state (its files changed in between) does not count for this run."""
     _kept(QWEN_DIR)
-    plans = tokenstore.kept_plans(fingerprint(QWEN_DIR), {})
-    assert plans is not None
+    facts = tokenstore.kept_facts(fingerprint(QWEN_DIR), {})
+    assert facts is not None
     helper = tokenstore.KeptCounter.start(QWEN_DIR, {})
-    helper.bind(fingerprint(QWEN_DIR), plans)
+    helper.bind(fingerprint(QWEN_DIR), *facts)
     helper._fingerprint = "0" * 64  # what a run whose tokenizer files changed would send
     assert helper.count(["hello world"]) is None
     helper.close(wait=True)
