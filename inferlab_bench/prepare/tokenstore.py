@@ -455,7 +455,8 @@ def _kept_memory(fingerprint: str) -> tuple[WordMemory, str | None] | None:
     words, chars = (kept.get("words"), kept.get("chars")) if same else (None, None)
     if not (isinstance(words, dict) and isinstance(chars, dict)):
         return None
-    if not all(type(n) is int and n > 0 for n in words.values()):
+    counts = words.values()  # checked in C: this runs on every warm preparation
+    if not (set(map(type, counts)) <= {int} and min(counts, default=1) > 0):
         return None
     if not all(type(ok) is bool and len(c) == 1 for c, ok in chars.items()):
         return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
@@ -160,6 +161,7 @@ def test_a_damaged_or_foreign_word_memory_is_not_used(isolated_cache: Path) -> N
         {**good, "rules": "other probes"},
         {**good, "words": {**good["words"], "hello": 7.0}},
         {**good, "words": {**good["words"], "hello": 0}},
+        {**good, "words": {**good["words"], "hello": True}},
         {**good, "chars": {"ab": True}},
         {**good, "chars": {"é": 1}},
         [good],
@@ -171,6 +173,11 @@ def test_a_damaged_or_foreign_word_memory_is_not_used(isolated_cache: Path) -> N
         assert tok.count_texts(["hello there, world"]) == [4]
         learned = tok.learned_words()
         assert learned is not None and "hello" in learned.words  # modelled, not remembered
+        assert tokenstore.memory_counter(print_) is None
+    path.write_text(json.dumps({**good, "pattern": "[a-z]+"}))  # not a pattern we have read
+    assert tokenstore.memory_counter(print_) is None
+    path.write_text(json.dumps(good))
+    assert tokenstore.memory_counter(print_) is not None
 
 
 def test_words_counted_in_forked_children_are_kept(isolated_cache: Path) -> None:
@@ -289,6 +296,10 @@ def test_a_warm_run_whose_helper_cannot_count_loads_the_real_tokenizer(
     manifest = json.loads((tmp_path / "warm" / "preparation-manifest.json").read_text())
     assert manifest["tokenizer_loaded"] == "transformers"
     assert manifest["chosen_entries_counted_now"] > 0
+    assert gc.isenabled()  # paused for the warm run only (``stage._collector_paused``)
+    too_many = prep_request(source, catalog, tmp_path / "many", required=10**6, seed=2)
+    assert run_prepare(too_many, catalog_dir=catalog).status.value == "failed"
+    assert gc.isenabled()
     isolated_cache.rename(tmp_path / "old-cache")
     fresh = prep_request(source, catalog, tmp_path / "fresh", required=20, seed=2)
     assert run_prepare(fresh, catalog_dir=catalog).status.value == "succeeded"
