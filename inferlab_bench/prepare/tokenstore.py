@@ -157,13 +157,17 @@ class KeptCounter:
         self.asked = True
         counter = None if self._added is None else memory_counter(self._fingerprint)
         checked = _checked_prefix(texts) if counter is not None else 0
+        first = (self._fingerprint, texts[:checked])
         try:
-            first = (self._fingerprint, texts[:checked])
-            sending = Background(lambda: self._connection.send(first))  # it may be reading
-            by_memory = [_by_memory(counter, self._added, t) for t in texts]
+            # A message larger than the pipe's buffer waits until the helper reads it, which
+            # it does once its tokenizer is read: sent from a thread, while this one counts.
+            sending = Background(lambda: self._connection.send(first))
+            try:
+                by_memory = [_by_memory(counter, self._added, t) for t in texts]
+            finally:
+                sending.result()  # never two sends at once on the pipe
             missing = sorted({word for c in by_memory if c is not None for word in c[1]})
             rest = [texts[k] for k in range(checked, len(texts)) if by_memory[k] is None]
-            sending.result()
             self._connection.send((missing, rest))
             answer = self._connection.recv()
         except (OSError, EOFError):
