@@ -320,10 +320,7 @@ def _serve(connection: Any, locator: str, kwargs: dict[str, Any]) -> None:
         tok = load(locator, kwargs, ours)
     if tok is not None and ours is not None:
         recall_words(tok, ours)
-    try:
-        asked = connection.recv()
-    except (OSError, EOFError):
-        return
+    asked = _received(connection)
     if asked is None:
         return
     theirs, checking = asked  # see ``KeptCounter.count``
@@ -331,10 +328,7 @@ def _serve(connection: Any, locator: str, kwargs: dict[str, Any]) -> None:
     if tok is not None and theirs == ours:
         with contextlib.suppress(Exception):  # any failure: the caller counts exactly itself
             check = tok.exact_counts(checking)
-    try:
-        asked = connection.recv()
-    except (OSError, EOFError):
-        return
+    asked = _received(connection)
     if asked is None:
         return
     words, texts = asked
@@ -349,6 +343,14 @@ def _serve(connection: Any, locator: str, kwargs: dict[str, Any]) -> None:
     connection.close()
     if tok is not None and answer is not None and ours is not None:
         keep_words(tok, ours)
+
+
+def _received(connection: Any) -> Any:
+    """The next message, or None when the caller sent None (stop) or is gone."""
+    try:
+        return connection.recv()
+    except (OSError, EOFError):
+        return None
 
 
 def start_saving_backend(tok: ChatTokenizer, fingerprint: str) -> Callable[[], None]:

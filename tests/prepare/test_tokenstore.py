@@ -270,11 +270,13 @@ def test_a_warm_run_with_another_seed_never_imports_transformers(
 
 
 def test_the_helper_starts_without_pydantic_numpy_or_transformers() -> None:
-    """What the command line imports before forking the helper (``cli.headstart``): every
-    tenth of a second here delays the kept tokenizer, the longest step of a warm run."""
+    """What the command line imports before forking the helper (``cli.headstart``), and
+    what the helper's fingerprint of the tokenizer needs (versions from dist-info names):
+    every hundredth of a second here delays the kept tokenizer."""
     code = (
         "import sys, json\n"
-        "import inferlab_bench.prepare.tokenstore\n"
+        "from inferlab_bench.prepare import tokenstore\n"
+        f"tokenstore.fingerprint({QWEN_DIR!r})\n"
         "heavy = ('pydantic', 'numpy', 'pyarrow', 'transformers', 'importlib.metadata')\n"
         "print(json.dumps([m for m in heavy if m in sys.modules]))\n"
     )
