@@ -48,10 +48,10 @@ def _distributions(directory: str) -> dict[str, list[str]]:
         return {}
     found: dict[str, list[str]] = {}
     for entry in names:
-        if entry.endswith((".dist-info", ".egg-info")):
-            found.setdefault(_normalized(entry.split("-", 1)[0].rsplit(".", 1)[0]), []).append(
-                entry
-            )
+        for suffix in (".dist-info", ".egg-info"):
+            if entry.endswith(suffix):
+                name = entry[: -len(suffix)].split("-", 1)[0]  # an egg-info may lack a version
+                found.setdefault(_normalized(name), []).append(entry)
     return found
 
 

@@ -35,7 +35,11 @@ def test_a_path_entry_with_two_records_of_one_project_is_left_to_importlib(
     (tmp_path / "demo_pkg-2.0.dist-info" / "METADATA").unlink()
     (tmp_path / "demo_pkg-2.0.dist-info").rmdir()
     (tmp_path / "other-3.1.dist-info").mkdir()
+    (tmp_path / "demo.pkg.extra-7.0.dist-info").mkdir()  # an older wheel's dotted name
+    (tmp_path / "demo.egg-info").mkdir()  # no version in the name
     from inferlab_bench import versions
 
     versions._distributions.cache_clear()
     assert package_version.__wrapped__("demo_pkg") == "1.0"
+    assert package_version.__wrapped__("demo-pkg-extra") == "7.0"
+    assert versions._distributions(str(tmp_path))["demo"] == ["demo.egg-info"]
