@@ -149,8 +149,9 @@ class KeptCounter:
         the first ``pretoken.CHECKED`` characters (the check ``count_texts`` makes of its
         own counts). Then the helper models the words the memory lacked and counts the
         texts it could not (a character without a kept verdict). One checked text whose
-        two counts differ, and the answer is None: the real tokenizer then counts all.
-        Without a memory, the helper counts every text (``count_texts``).
+        two counts differ, and the answer is None (the real tokenizer then counts all) and
+        the memory is removed (``_answer``). Without a memory, the helper counts every text
+        (``count_texts``).
         """
         if self._fingerprint is None:
             return None
@@ -168,11 +169,11 @@ class KeptCounter:
                 sending.result()  # never two sends at once on the pipe
             missing = sorted({word for c in by_memory if c is not None for word in c[1]})
             rest = [texts[k] for k in range(checked, len(texts)) if by_memory[k] is None]
-            self._connection.send((missing, rest))
+            self._connection.send((missing, rest, by_memory[:checked]))
             answer = self._connection.recv()
         except (OSError, EOFError):
             return None
-        counts = _combined(answer, texts, by_memory, checked, missing, rest)
+        counts = _combined(answer, by_memory, checked, missing, rest)
         self.counted = counts is not None
         self.from_memory = sum(c is not None for c in by_memory) if self.counted else 0
         return counts
@@ -229,15 +230,13 @@ def _splitter_for(added: tuple[str, ...]) -> re.Pattern[str]:
 
 def _combined(
     answer: Any,
-    texts: list[str],
     by_memory: list[tuple[int, list[str]] | None],
     checked: int,
     missing: list[str],
     rest: list[str],
 ) -> list[int] | None:
-    """The counts of ``texts`` from the memory and the helper's ``answer`` (checked
-    texts' counts, the missing words' and the rest's), or None when the answer is not
-    whole or a checked text's counts differ."""
+    """The counts from the memory and the helper's ``answer`` (the checked texts' exact
+    counts, the missing words' and the rest's), or None when there is no whole answer."""
     if not (isinstance(answer, tuple) and len(answer) == 3):
         return None
     check, words, others = answer
@@ -248,14 +247,23 @@ def _combined(
     rest_counts = iter(others)
     counts = []
     for k, found in enumerate(by_memory):
-        if found is None:
-            counts.append(check[k] if k < checked else next(rest_counts))
-            continue
-        count = found[0] + sum(known[word] for word in found[1])
-        if k < checked and count != check[k]:
-            return None  # our reading of this tokenizer is wrong somewhere: count exactly
-        counts.append(count)
+        if k < checked:
+            counts.append(check[k])  # equal to the memory's where it counted (``_agrees``)
+        elif found is None:
+            counts.append(next(rest_counts))
+        else:
+            counts.append(found[0] + sum(known[word] for word in found[1]))
     return counts
+
+
+def _agrees(
+    by_memory: list[tuple[int, list[str]] | None], exact: list[int], known: dict[str, int]
+) -> bool:
+    """Whether every checked text the memory counted has its exact count."""
+    return all(
+        found is None or found[0] + sum(known[word] for word in found[1]) == count
+        for found, count in zip(by_memory, exact, strict=True)
+    )
 
 
 def _ints(values: list[Any]) -> bool:
@@ -331,18 +339,36 @@ def _serve(connection: Any, locator: str, kwargs: dict[str, Any]) -> None:
     asked = _received(connection)
     if asked is None:
         return
-    words, texts = asked
     answer = None
-    if tok is not None and check is not None:
+    if tok is not None and check is not None and ours is not None:
         with contextlib.suppress(Exception):
-            modelled = tok.model_counts(words) if words else []
-            if modelled is not None:
-                answer = (check, modelled, tok.count_texts(texts))
+            answer = _answer(tok, ours, check, *asked)
     with contextlib.suppress(OSError):
         connection.send(answer)
     connection.close()
     if tok is not None and answer is not None and ours is not None:
         keep_words(tok, ours)
+
+
+def _answer(
+    tok: ChatTokenizer,
+    fingerprint: str,
+    check: list[int],
+    words: list[str],
+    texts: list[str],
+    counted: list[tuple[int, list[str]] | None],
+) -> tuple[list[int], list[int], list[int]] | None:
+    """The helper's answer (``KeptCounter.count``): the checked texts' exact counts, the
+    missing words' and the rest's. None when a checked text's count from the memory
+    differs from the tokenizer's own: the memory (or our reading of the tokenizer) is
+    wrong, so it is removed, never to be used again, and the caller counts exactly."""
+    modelled = tok.model_counts(words) if words else []
+    if modelled is None:
+        return None
+    if not _agrees(counted, check, dict(zip(words, modelled, strict=True))):
+        words_path(fingerprint).unlink(missing_ok=True)
+        return None
+    return check, modelled, tok.count_texts(texts)
 
 
 def _received(connection: Any) -> Any:

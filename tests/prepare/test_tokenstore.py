@@ -372,8 +372,8 @@ def test_this_process_counts_from_the_word_memory_and_the_helper_fills_the_gaps(
 
 def test_a_wrong_word_memory_is_caught_by_the_check(isolated_cache: Path) -> None:
     """A kept word count that is wrong (a damaged memory, a bug in our reading of the
-    tokenizer) makes a checked text's two counts differ: the helper answers nothing and
-    the caller counts with the real tokenizer."""
+    tokenizer) makes a checked text's two counts differ: the helper answers nothing (the
+    caller counts with the real tokenizer) and removes the memory."""
     kept, real = _kept(QWEN_DIR)
     texts = [real.render(chat) for chat in _chats()]
     real.count_texts(texts)
@@ -386,6 +386,7 @@ def test_a_wrong_word_memory_is_caught_by_the_check(isolated_cache: Path) -> Non
     helper = _bound_helper(QWEN_DIR)
     assert helper.count(texts) is None and not helper.counted
     helper.close(wait=True)
+    assert not path.exists()  # removed, so no later run trusts it again
     del stored["pattern"]  # a memory kept before patterns were: the helper counts all
     stored["words"][" the"] -= 1
     path.write_text(json.dumps(stored))
