@@ -6,7 +6,7 @@ import contextlib
 import gc
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,8 +96,10 @@ def _run(
     # A cached table means a warm run, which will likely count a few chosen entries: the
     # kept tokenizer is read in a helper from now on, while this process selects.
     warm = tokencache.table_path(key).is_file()
-    with tokenizer.helping(warm), _collector_paused(warm):
-        table, cache_hit, source_format = _token_table(key, acquired, request, tokenizer, progress)
+    with tokenizer.helping(warm), _collector_paused(warm) as resume_collector:
+        table, cache_hit, source_format = _token_table(
+            key, acquired, request, tokenizer, progress, resume_collector
+        )
         tokenized = time.monotonic()
         made = tokenizer.made
         saving = tokenstore.start_saving_backend(made, tokenizer_id) if made else _no_wait
@@ -150,20 +152,26 @@ def _store_completed(key: str, completed: TokenTable | None) -> None:
 
 
 @contextlib.contextmanager
-def _collector_paused(paused: bool) -> Iterator[None]:
+def _collector_paused(paused: bool) -> Iterator[Callable[[], None]]:
     """Python's cyclic garbage collector off for a warm run: it allocates a few hundred
     thousand objects that live to its end (table columns, the word memory), and the
     collections they set off traversed them all, 0.04-0.05 s of a 0.5 s stage. Nothing
     it makes is cyclic garbage worth waiting for; refcounting frees the rest as usual.
-    A cold run keeps the collector (a tokenizer load, far longer, under a memory cap)."""
+    Yields ``resume``: a run that turns out cold (the cached table unreadable) calls it
+    before building, so that the tokenizer load and the forked workers, under a memory
+    cap, collect as usual."""
     enabled = gc.isenabled()
     if paused:
         gc.disable()
-    try:
-        yield
-    finally:
+
+    def resume() -> None:
         if paused and enabled:
             gc.enable()
+
+    try:
+        yield resume
+    finally:
+        resume()
 
 
 def _no_wait() -> None:
@@ -264,10 +272,12 @@ def _token_table(
     request: BenchDatasetPreparationRequest,
     tokenizer: _OnDemand,
     progress: ProgressSink,
+    resume_collector: Callable[[], None],
 ) -> tuple[TokenTable, bool, str]:
     cached = tokencache.load_table(key)
     if cached is not None:
         return cached, True, "cached-token-table"
+    resume_collector()
     from inferlab_bench.prepare.table import build_table  # numpy and pyarrow: a cold run only
 
     tok = tokenizer()

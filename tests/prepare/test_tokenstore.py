@@ -311,6 +311,41 @@ def test_a_warm_run_whose_helper_cannot_count_loads_the_real_tokenizer(
     ).read_bytes()
 
 
+class _CollectorWatch:
+    """A progress sink noting, at each step begun, whether Python's collector is on."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, bool]] = []
+
+    def begin(self, description: str, total: float | None = None, unit: str = "") -> None:
+        self.seen.append((description, gc.isenabled()))
+
+    def advance(self, amount: float = 1.0) -> None:
+        return None
+
+    def end(self) -> None:
+        return None
+
+
+def test_a_run_that_turns_out_cold_builds_with_the_collector_on(
+    dataset: Any, tmp_path: Path, isolated_cache: Path
+) -> None:
+    """The collector is paused when a cached table is found; if that table cannot be read,
+    the run builds it anew (tokenizer load, forked workers) with the collector on."""
+    source, catalog = dataset(json.loads(REAL_SAMPLE.read_text()))
+    first = prep_request(source, catalog, tmp_path / "first", required=20, seed=1)
+    assert run_prepare(first, catalog_dir=catalog).status.value == "succeeded"
+    (table,) = (isolated_cache / "inferlab" / "token-tables").glob("*.table")
+    table.write_bytes(b"damaged")
+    watch = _CollectorWatch()
+    again = prep_request(source, catalog, tmp_path / "again", required=20, seed=1)
+    assert run_prepare(again, catalog_dir=catalog, progress=watch).status.value == "succeeded"
+    manifest = json.loads((tmp_path / "again" / "preparation-manifest.json").read_text())
+    assert manifest["token_table_cache_hit"] is False
+    assert watch.seen and all(on for _, on in watch.seen), watch.seen
+    assert gc.isenabled()
+
+
 def test_the_helper_counts_as_the_real_tokenizer_and_always_ends(isolated_cache: Path) -> None:
     kept, real = _kept(QWEN_DIR)
     texts = [real.render(chat) for chat in _chats()] + ADVERSARIAL
