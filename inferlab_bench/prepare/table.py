@@ -34,7 +34,7 @@ from inferlab_bench.prepare.materialize import (
 from inferlab_bench.prepare.pretoken import WordMemory
 from inferlab_bench.prepare.sharegpt import Records
 from inferlab_bench.prepare.tokenize import ChatTokenizer, PrefixCounter, TokenRate
-from inferlab_bench.prepare.tokentable import INT_COLUMNS, TokenTable
+from inferlab_bench.prepare.tokentable import INT_COLUMNS, STRING_COLUMNS, TokenTable
 from inferlab_bench.progress import NULL_PROGRESS, ProgressSink
 
 SCHEMA = pa.schema(
@@ -69,8 +69,8 @@ class Row:
 def int_column(table: pa.Table, name: str) -> npt.NDArray[np.int64]:
     """A null-free integer column as numpy, read from its buffers.
 
-    pyarrow 26 imports pandas (a third of a second, a third of a warm preparation) on the
-    first ``to_numpy`` or Python-to-Arrow conversion, so the warm path uses neither.
+    pyarrow 26 imports pandas (a third of a second) on the first ``to_numpy`` or
+    Python-to-Arrow conversion, so the conversion to ``TokenTable`` uses neither.
     """
     dtype = np.dtype(f"int{table.schema.field(name).type.bit_width}")
     parts = []
@@ -86,7 +86,7 @@ def int_column(table: pa.Table, name: str) -> npt.NDArray[np.int64]:
 def to_token_table(table: pa.Table) -> TokenTable:
     """The Arrow table as ``TokenTable`` columns."""
     ints = {name: int_column(table, name).tolist() for name in INT_COLUMNS}
-    strings = {name: table.column(name).to_pylist() for name in ("source_id", "reason")}
+    strings = {name: table.column(name).to_pylist() for name in STRING_COLUMNS}
     return TokenTable(**ints, **strings)
 
 

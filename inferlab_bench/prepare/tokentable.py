@@ -104,14 +104,9 @@ class TokenTable:
         if not data.startswith(MAGIC):
             raise TableFileError(f"not a token table file of version {VERSION}")
         newline = data.find(b"\n", len(MAGIC))
-        try:
-            header = orjson.loads(data[len(MAGIC) : newline])
-            rows, layout = int(header["rows"]), header["columns"]
-            expected = [[n, c] for n, c in INT_COLUMNS.items()] + [["strings", "json"]]
-            if newline < 0 or [entry[:2] for entry in layout] != expected:
-                raise TableFileError("the header does not list this version's columns")
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            raise TableFileError(f"unreadable header ({exc})") from exc
+        if newline < 0:
+            raise TableFileError("the header is cut short")
+        rows, layout = _header(data[len(MAGIC) : newline])
         view, at = memoryview(data), newline + 1
         values: dict[str, Any] = {}
         for name, code, size in layout:
@@ -132,6 +127,22 @@ class TokenTable:
         if at != len(data):
             raise TableFileError(f"{len(data) - at} bytes past the last column")
         return cls(**values)
+
+
+def _header(line: bytes) -> tuple[int, list[tuple[str, str, int]]]:
+    """The row count and the columns' (name, kind, byte length), as this version writes."""
+    try:
+        header = orjson.loads(line)
+        rows, layout = header["rows"], [(n, c, size) for n, c, size in header["columns"]]
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise TableFileError(f"unreadable header ({exc})") from exc
+    expected = [*INT_COLUMNS.items(), ("strings", "json")]
+    sizes = [size for *_, size in layout]
+    if [(n, c) for n, c, _ in layout] != expected:
+        raise TableFileError("the header does not list this version's columns")
+    if not (type(rows) is int and rows >= 0 and all(type(n) is int and n >= 0 for n in sizes)):
+        raise TableFileError("the header's row count or byte lengths are not counts")
+    return rows, layout
 
 
 def _strings(chunk: memoryview, rows: int) -> dict[str, list[str | None]]:

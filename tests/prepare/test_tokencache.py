@@ -54,8 +54,11 @@ def test_with_counts_fills_the_rows_given_or_says_nothing_changed() -> None:
     assert filled.target_tokens == [8, 40, 9] and table.target_tokens == [-1, 40, 1]
 
 
-def _rebuilt(data: bytes, rows: int | None = None, strings: bytes | None = None) -> bytes:
-    """``data`` (a table file) with another row count or string columns in its header."""
+def _rebuilt(
+    data: bytes, rows: object = None, strings: bytes | None = None, first_size: object = None
+) -> bytes:
+    """``data`` (a table file) with another row count, first column's byte length or
+    string columns in its header."""
     header_end = data.index(b"\n", len(MAGIC))
     header = orjson.loads(data[len(MAGIC) : header_end])
     layout = header["columns"]
@@ -64,6 +67,7 @@ def _rebuilt(data: bytes, rows: int | None = None, strings: bytes | None = None)
     strings = old_strings if strings is None else strings
     layout[-1][2] = len(strings)
     header["rows"] = header["rows"] if rows is None else rows
+    layout[0][2] = layout[0][2] if first_size is None else first_size
     return MAGIC + orjson.dumps(header) + b"\n" + ints + strings
 
 
@@ -79,6 +83,11 @@ def test_absent_truncated_foreign_or_inconsistent_tables_are_misses() -> None:
         "parquet": b"PAR1" + data[4:],
         "empty": b"",
         "rows": _rebuilt(data, rows=2),  # the columns hold three
+        "rows not a count": _rebuilt(data, rows="3"),
+        "size not a count": _rebuilt(data, first_size="24"),
+        "negative size": _rebuilt(data, first_size=-24),
+        "no header end": MAGIC + b'{"rows": 3',
+        "header not an object": MAGIC + b"[1, 2]\n",
         "id not a string": _rebuilt(
             data, strings=orjson.dumps({"source_id": ["a", "b", 3], "reason": [None] * 3})
         ),
