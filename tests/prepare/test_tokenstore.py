@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from transformers import AutoTokenizer
 
-from inferlab_bench.prepare import tokenstore
+from inferlab_bench.prepare import pretoken, tokenstore
 from inferlab_bench.prepare.materialize import Conversation, parse_conversation
 from inferlab_bench.prepare.pretoken import WordMemory
 from inferlab_bench.prepare.stage import run_prepare
@@ -390,7 +390,12 @@ def test_this_process_counts_from_the_word_memory_and_the_helper_fills_the_gaps(
     tokenstore.keep_words(real, fingerprint(QWEN_DIR))
     memory = tokenstore.memory_counter(fingerprint(QWEN_DIR))
     assert memory is not None and memory.pattern == real.word_pattern
-    texts = [real.render(chat) for chat in chats] + ADVERSARIAL + ["日本語の文章 " * 3000]
+    rendered = [real.render(chat) for chat in chats]
+    filler = "\n".join(known) * (pretoken.CHECKED // len("\n".join(known)) + 1)
+    texts = [filler, *rendered, *ADVERSARIAL, "日本語の文章 " * 3000]
+    # the filler alone is the check; every other text's count is put together here from the
+    # memory and the helper's words, or counted whole by the helper
+    assert tokenstore._checked_prefix(texts) == 1
     helper = _bound_helper(QWEN_DIR)
     assert helper.count(texts) == real.exact_counts(texts)
     helper.close(wait=True)
