@@ -304,10 +304,7 @@ class ChatTokenizer:
         pads, or there is no fast backend.
         """
         self.ready()
-        if self._splitter is None:
-            return None
-        pieces = self._splitter.split(text)
-        return [p for p in pieces if p], len(pieces) - 1
+        return None if self._splitter is None else cut_at_added(self._splitter, text)
 
 
 def fingerprint(locator: str) -> str:
@@ -367,15 +364,19 @@ def _plain_added_tokens(tok: Any, backend: Any) -> list[str] | None:
 def count_by_word(counter: WordCounter, splitter: re.Pattern[str], text: str) -> int | None:
     """``text``'s count by word: cut at added tokens (``ChatTokenizer.split_segments``),
     one token per added token plus each segment's count; None if a segment has none."""
-    pieces = splitter.split(text)
-    total = len(pieces) - 1
-    for segment in pieces:
-        if segment:
-            count = counter.count(segment)
-            if count is None:
-                return None
-            total += count
+    segments, total = cut_at_added(splitter, text)
+    for segment in segments:
+        count = counter.count(segment)
+        if count is None:
+            return None
+        total += count
     return total
+
+
+def cut_at_added(splitter: re.Pattern[str], text: str) -> tuple[list[str], int]:
+    """The non-empty segments between ``text``'s added tokens, and how many there are."""
+    pieces = splitter.split(text)
+    return [p for p in pieces if p], len(pieces) - 1
 
 
 def added_token_splitter(contents: list[str]) -> re.Pattern[str]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import functools
 import hashlib
 import multiprocessing
 import re
@@ -164,7 +163,7 @@ class KeptCounter:
             # it does once its tokenizer is read: sent from a thread, while this one counts.
             sending = Background(lambda: self._connection.send(first))
             try:
-                by_memory = [_by_memory(counter, self._added, t) for t in texts]
+                by_memory = _counted_by_memory(counter, self._added, texts)
             finally:
                 sending.result()  # never two sends at once on the pipe
             missing = sorted({word for c in by_memory if c is not None for word in c[1]})
@@ -212,20 +211,23 @@ def _checked_prefix(texts: list[str]) -> int:
     return len(texts)
 
 
+def _counted_by_memory(
+    counter: WordCounter | None, added: list[str] | None, texts: list[str]
+) -> list[tuple[int, list[str]] | None]:
+    """Each text's count from the memory (``_by_memory``); all None without a counter."""
+    if counter is None or added is None:
+        return [None] * len(texts)
+    splitter = added_token_splitter(added)
+    return [_by_memory(counter, splitter, text) for text in texts]
+
+
 def _by_memory(
-    counter: WordCounter | None, added: list[str] | None, text: str
+    counter: WordCounter, splitter: re.Pattern[str], text: str
 ) -> tuple[int, list[str]] | None:
     """``text``'s count from the memory, less its unknown words (listed), or None."""
-    if counter is None or added is None:
-        return None
-    count = count_by_word(counter, _splitter_for(tuple(added)), text)
+    count = count_by_word(counter, splitter, text)
     missed = counter.take_missed()
     return None if count is None else (count, missed)
-
-
-@functools.cache
-def _splitter_for(added: tuple[str, ...]) -> re.Pattern[str]:
-    return added_token_splitter(list(added))
 
 
 def _combined(

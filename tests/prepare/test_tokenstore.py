@@ -404,10 +404,11 @@ def test_this_process_counts_from_the_word_memory_and_the_helper_fills_the_gaps(
     again = tokenstore.memory_counter(fingerprint(QWEN_DIR))
     added = real.added_tokens
     assert again is not None and added is not None
-    lacking = [t for t in texts if (found := tokenstore._by_memory(memory, added, t)) and found[1]]
+    first, second = (tokenstore._counted_by_memory(m, added, texts) for m in (memory, again))
+    lacking = [k for k, found in enumerate(first) if found is not None and found[1]]
     assert lacking  # texts with words the first memory did not have
-    for text in lacking:
-        assert tokenstore._by_memory(again, added, text) == (real.exact_counts([text])[0], [])
+    for k in lacking:
+        assert second[k] == (real.exact_counts([texts[k]])[0], [])
 
 
 def test_a_wrong_word_memory_is_caught_by_the_check(isolated_cache: Path) -> None:
