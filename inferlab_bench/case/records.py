@@ -31,6 +31,7 @@ RECORD_SCHEMA = pa.schema(
                     ("request_end_ns", pa.int64()),
                     ("benchmark_phase", pa.string()),
                     ("was_cancelled", pa.bool_()),
+                    ("worker_id", pa.string()),
                 ]
             ),
         ),
@@ -63,6 +64,8 @@ class RecordColumns:
     """AIPerf's ``error.code`` (an HTTP status for a non-2xx answer); -1 where absent."""
     error_type: list[str | None] | None = None
     """AIPerf's ``error.type``: the exception class name, or the HTTP reason phrase."""
+    worker_id: list[str | None] | None = None
+    """The AIPerf worker that sent each request (``metadata.worker_id``)."""
 
     def __len__(self) -> int:
         return int(self.session_num.shape[0])
@@ -160,6 +163,7 @@ def _columns(table: pa.Table) -> RecordColumns:
         error_message=pc.struct_field(error, "message").to_pylist(),
         error_code=_ints(pc.struct_field(error, "code")),
         error_type=pc.struct_field(error, "type").to_pylist(),
+        worker_id=pc.struct_field(meta, "worker_id").to_pylist(),
         metrics={tag: _floats(pc.struct_field(metrics, [tag, "value"])) for tag in RECORD_TAGS},
     )
 

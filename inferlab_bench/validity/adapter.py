@@ -57,6 +57,9 @@ class RecordColumns(Protocol):
     @property
     def error_type(self) -> Sequence[str | None] | None: ...
 
+    @property
+    def worker_id(self) -> Sequence[str | None] | None: ...
+
     def __len__(self) -> int: ...
 
     def metric(self, tag: str) -> npt.NDArray[Any]: ...
@@ -95,7 +98,16 @@ def phase_records(columns: RecordColumns) -> PhaseRecords:
         latency_ms=_floats(columns, tags.REQUEST_LATENCY),
         error_class=_error_classes(columns),
         error_message=tuple(columns.error_message),
+        worker_ids=_worker_ids(columns),
     )
+
+
+def _worker_ids(columns: RecordColumns) -> tuple[str, ...] | None:
+    # AIPerf's metadata.worker_id; unknown for the phase when any record lacks one.
+    ids = columns.worker_id
+    if ids is None or len(ids) != len(columns) or any(wid is None for wid in ids):
+        return None
+    return tuple(str(wid) for wid in ids)
 
 
 def _error_classes(columns: RecordColumns) -> tuple[str | None, ...]:

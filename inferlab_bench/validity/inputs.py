@@ -44,6 +44,8 @@ class PhaseRecords:
     """Per request, the class of its failure (``failures.ErrorClass`` values; None where it
     succeeded); None when the records carry no error details."""
     error_message: tuple[str | None, ...] | None = None
+    worker_ids: tuple[str, ...] | None = None
+    """Per request, the AIPerf worker that sent it; None when the records do not say."""
 
     def __post_init__(self) -> None:
         n = len(self.session_ids)
@@ -62,6 +64,7 @@ class PhaseRecords:
             "latency_ms",
             "error_class",
             "error_message",
+            "worker_ids",
         ):
             column = getattr(self, name)
             if column is not None and len(column) != n:

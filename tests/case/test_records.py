@@ -33,6 +33,7 @@ def test_phases_are_split_and_columns_aligned(tmp_path: Path) -> None:
     assert profiling.metric("request_latency")[0] == 100.0
     assert np.isnan(profiling.metric("usage_prompt_cache_read_tokens")[2])
     assert profiling.start_ns.dtype == np.int64 and profiling.start_ns[0] == 1_001_000_000
+    assert profiling.worker_id == ["worker_1"] * 3  # who sent each: the send time's queue
 
 
 def test_a_corrupted_line_names_its_line_number(tmp_path: Path) -> None:

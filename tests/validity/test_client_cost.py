@@ -16,7 +16,8 @@ from inferlab_bench.validity import (
     assess_client_cost,
     summary_lines,
 )
-from inferlab_bench.validity.client_cost import window_usage
+from inferlab_bench.validity.client_cost import send_delays_ms, send_times_ms, window_usage
+from inferlab_bench.validity.inputs import PhaseRecords
 from tests.validity.builders import MS, T0, records
 
 N = 40
@@ -77,6 +78,62 @@ def test_a_late_send_fails_the_send_delay() -> None:
     cost = assess_client_cost(late, usage(0.05, 1))
     assert checks(cost)["send_delay_p95_ms"] is Verdict.FAIL
     assert cost.send_delay_ms is not None and cost.send_delay_ms.p95 == pytest.approx(30.5)
+
+
+def burst(count: int, every_ms: float, *, workers: int = 1, first_ms: float = 1.0) -> PhaseRecords:
+    """``count`` credits issued together (0.05 ms apart), each worker writing its share
+    ``every_ms`` apart after ``first_ms``: a concurrency load's opening."""
+    issued = T0 + (np.arange(count) * 0.05 * MS).astype(np.int64)
+    names = tuple(f"worker_{i % workers}" for i in range(count))
+    rank = np.arange(count) // workers  # place in its worker's queue
+    written = T0 + ((first_ms + rank * every_ms) * MS).astype(np.int64)
+    return dataclasses.replace(records(written, issued_ns=issued, send_ms=None), worker_ids=names)
+
+
+def test_a_burst_is_judged_by_each_send_not_by_its_queue() -> None:
+    """16 credits at once, written 0.8 ms apart: the 16th waits 12.8 ms, but only because
+    15 writes came before it. The verdict judges the 0.8 ms; the whole delay stays a figure
+    (and ``load_generator_kept_up`` judges it)."""
+    at_write = dataclasses.replace(usage(0.05, 1), start_at_first_byte=True)
+    opening = burst(16, 0.8)
+    cost = assess_client_cost(opening, at_write)
+    assert checks(cost)["send_time_p95_ms"] is Verdict.PASS
+    assert cost.send_delay_ms is not None and cost.send_delay_ms.p95 > 10.0
+    assert cost.send_time_ms is not None and cost.send_time_ms.p50 == pytest.approx(0.8)
+    delays = send_delays_ms(opening, start_at_write=True)
+    assert delays is not None
+    times = send_times_ms(delays, opening)
+    assert times is not None and times[0] == pytest.approx(1.0)  # the first: from its credit
+    # The send times of a burst add up to the burst: first credit to last write.
+    assert opening.credit_issued_ns is not None
+    span_ms = (opening.start_ns.max() - opening.credit_issued_ns.min()) / MS
+    assert times.sum() == pytest.approx(span_ms)
+    # Records that name no workers: the whole delay is judged, and fails.
+    unnamed = dataclasses.replace(opening, worker_ids=None)
+    assert checks(assess_client_cost(unnamed, at_write))["send_delay_p95_ms"] is Verdict.FAIL
+
+
+def test_a_slow_sender_fails_its_send_time() -> None:
+    """No queue at all (one credit every 100 ms), each written 12 ms after its credit."""
+    slow = dataclasses.replace(
+        records(STARTS, issued_ns=STARTS - 12 * MS, send_ms=None), worker_ids=("w",) * N
+    )
+    at_write = dataclasses.replace(usage(0.05, 1), start_at_first_byte=True)
+    cost = assess_client_cost(slow, at_write)
+    assert checks(cost)["send_time_p95_ms"] is Verdict.FAIL
+    assert cost.send_time_ms is not None and cost.send_time_ms.p95 == pytest.approx(12.0)
+
+
+def test_each_worker_queues_only_behind_its_own_writes() -> None:
+    """Two workers share a burst: each one's k-th write waits for its own k-1 only."""
+    at_write = dataclasses.replace(usage(0.05, 1), start_at_first_byte=True)
+    shared = burst(16, 1.5, workers=2)
+    cost = assess_client_cost(shared, at_write)
+    assert cost.send_time_ms is not None and cost.send_time_ms.p50 == pytest.approx(1.5)
+    # Taken as one worker, the interleaved writes would look twice as fast.
+    as_one = dataclasses.replace(shared, worker_ids=("w",) * 16)
+    one = assess_client_cost(as_one, at_write)
+    assert one.send_time_ms is not None and one.send_time_ms.p50 < 1.0
 
 
 def test_a_start_taken_at_the_write_already_holds_the_send_time() -> None:
