@@ -49,6 +49,12 @@ def test_json_case_at_concurrency_reconciles_and_loses_no_request(
     assert validity["verdicts"]["prompt_tokens_reconciled"] == "pass", validity["prompt_tokens"]
     assert validity["prompt_tokens"]["compared"] == 12
     assert validity["verdicts"]["output_lengths_honored"] == "pass"
+    # AIPerf names the worker of every request: the send is judged net of its queue,
+    # which can only take time away from the whole delay.
+    cost = validity["client_cost"]
+    print(f"send time {cost['send_time_ms']}, whole delay {cost['send_delay_ms']}")
+    assert "send_time_p95_ms" in {check["name"] for check in cost["checks"]}
+    assert 0.0 <= cost["send_time_ms"]["p95"] <= cost["send_delay_ms"]["p95"]
     # The server's own counters over the run agree with our per-request sums.
     metrics = artifact(result, "server-metrics")
     assert metrics["served"] is True and metrics["family"] == "llamacpp"
