@@ -14,8 +14,12 @@ OUTPUT_TOKENS = "output_sequence_length"
 GOOD_REQUEST_COUNT = "good_request_count"
 PROMPT_TOKENS = "usage_prompt_tokens"
 CACHED_PROMPT_TOKENS = "usage_prompt_cache_read_tokens"
-SEND_PARTS = ("http_req_blocked", "http_req_connecting", "http_req_sending")
-"""AIPerf's aiohttp trace: the client's own time before a request was on the wire."""
+CLIENT_SEND = "http_req_sending"
+"""AIPerf's aiohttp trace, request start -> body written: the client's own time before a
+request was on the wire. aiohttp signals a request's start before it asks its pool for a
+connection, so this already holds the wait for one and a new one's connect."""
+SEND_PARTS = ("http_req_blocked", "http_req_connecting", CLIENT_SEND)
+"""The trace's pool wait and connect (parts of ``CLIENT_SEND``, kept in the records)."""
 
 LATENCIES_MS = {
     "request_latency_ms": REQUEST_LATENCY,

@@ -129,11 +129,15 @@ def _error_classes(columns: RecordColumns) -> tuple[str | None, ...]:
 
 
 def _client_send(columns: RecordColumns) -> FloatArray | None:
-    """Blocked + connecting + sending per request (a missing part counts 0; None if none)."""
-    parts = np.vstack([_floats(columns, tag) for tag in tags.SEND_PARTS])
-    if len(columns) == 0 or np.isnan(parts).all():
+    """aiohttp's request start -> body written per request (0 where not traced; None if none).
+
+    Not blocked + connecting + sending: the sending span starts before aiohttp asks its pool
+    for a connection, so it holds the other two already (``metric_tags.CLIENT_SEND``).
+    """
+    sending = _floats(columns, tags.CLIENT_SEND)
+    if len(columns) == 0 or np.isnan(sending).all():
         return None
-    total: FloatArray = np.nansum(parts, axis=0)
+    total: FloatArray = np.nan_to_num(sending)
     return total
 
 

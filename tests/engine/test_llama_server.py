@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from inferlab_bench.case.records import read_records
 from inferlab_bench.runs.demo import TOKENIZER_DIR
 from tests.engine.conftest import StartServer
 from tests.engine.proxy import late_closing_proxy
@@ -55,6 +56,13 @@ def test_json_case_at_concurrency_reconciles_and_loses_no_request(
     print(f"send time {cost['send_time_ms']}, whole delay {cost['send_delay_ms']}")
     assert "send_time_p95_ms" in {check["name"] for check in cost["checks"]}
     assert 0.0 <= cost["send_time_ms"]["p95"] <= cost["send_delay_ms"]["p95"]
+    # One connection per request here, and aiohttp's send span (request start -> body
+    # written) holds its connect: the client's send time counts the connect once.
+    [folder] = [Path(a["path"]).parent for a in result["raw_artifacts"] if a["name"] == "validity"]
+    sent = read_records(folder / "aiperf" / "profile.jsonl").profiling
+    connecting, sending = sent.metric("http_req_connecting"), sent.metric("http_req_sending")
+    assert (connecting > 0).all() and (sending >= connecting).all(), (connecting, sending)
+    assert validity["dispatch"]["client_send_ms"]["mean"] == pytest.approx(sending.mean())
     # The server's own counters over the run agree with our per-request sums.
     metrics = artifact(result, "server-metrics")
     assert metrics["served"] is True and metrics["family"] == "llamacpp"

@@ -156,9 +156,6 @@ def phase_records(records_path: Path, phase: str = "profiling") -> PhaseRecords:
         cached_prompt_tokens=metric("usage_prompt_cache_read_tokens"),
         credit_issued_ns=np.array([m["credit_issued_ns"] for m in meta], dtype=np.int64),
         good=None if np.isnan(good).all() else good == 1,
-        client_send_ms=np.nansum(
-            [metric(t) for t in ("http_req_blocked", "http_req_connecting", "http_req_sending")],
-            axis=0,
-        ),
+        client_send_ms=np.nan_to_num(metric("http_req_sending")),
         ttft_ms=metric("time_to_first_token"),
     )

@@ -29,8 +29,9 @@ def columns(n: int, *, good: float = np.nan, first: int = 0, cached: float = 0.0
         time_to_first_token=np.full(n, 40.0),
         http_req_sending=np.full(n, 0.5),
     )
-    if n:
-        values["http_req_connecting"][0] = 3.0  # the first request opened the connection
+    if n:  # the first request opened the connection, inside its send (as aiohttp times it)
+        values["http_req_connecting"][0] = 3.0
+        values["http_req_sending"][0] = 3.5
     errors = np.zeros(n, dtype=bool)
     errors[-1:] = True
     return RecordColumns(
@@ -55,10 +56,11 @@ def test_columns_become_phase_records() -> None:
     assert records.prompt_tokens[0] == 50.0
 
 
-def test_client_send_time_adds_its_traced_parts() -> None:
+def test_client_send_time_is_the_traced_send_which_holds_the_connect() -> None:
     records = phase_records(columns(10))
     assert records.client_send_ms is not None
-    assert records.client_send_ms.tolist() == [3.5] + [0.5] * 9  # blocked absent: 0
+    # Not 3.0 + 3.5: the connect lies inside the send span (blocked is absent here).
+    assert records.client_send_ms.tolist() == [3.5] + [0.5] * 9
     doc = assess_case(
         CaseRecords(warmup=columns(0), profiling=columns(10)),
         ConcurrencyLimited(kind="concurrency_limited", concurrency=1),
