@@ -254,7 +254,7 @@ def _combined(
         elif found is None:
             counts.append(next(rest_counts))
         else:
-            counts.append(found[0] + sum(known[word] for word in found[1]))
+            counts.append(_completed(found, known))
     return counts
 
 
@@ -263,9 +263,15 @@ def _agrees(
 ) -> bool:
     """Whether every checked text the memory counted has its exact count."""
     return all(
-        found is None or found[0] + sum(known[word] for word in found[1]) == count
+        found is None or _completed(found, known) == count
         for found, count in zip(by_memory, exact, strict=True)
     )
+
+
+def _completed(found: tuple[int, list[str]], known: dict[str, int]) -> int:
+    """A count from the memory (``_by_memory``) with its unknown words' counts added."""
+    count, missed = found
+    return count + sum(known[word] for word in missed)
 
 
 def _ints(values: list[Any]) -> bool:
