@@ -11,6 +11,12 @@ times with the clients interleaved (each repeat starts with the next client). Th
 compares our pooled TTFT overhead p90 with the best peer's at c=1 and c=4, with a bootstrap
 90% interval of the ratio and whether the two clients' per-run p90s overlap.
 
+At a rate load the clients draw their own schedules, so after the table each run's arrivals
+at the server (its joined requests) are judged by the rate and dispersion checks our case
+verdict applies to AIPerf (``validity.dispatch``): achieved rate within its band of the
+target, inter-arrival CV near the shape's (1 for poisson). A client that fails them did not
+send the asked load, and its row compares no common load with ours.
+
 Joins: ours by X-Request-ID (AIPerf sends it, the simulator records it); GuideLLM by the
 response id it keeps (the simulator's response id is its ground-truth ``request_id``);
 SGLang and vLLM record neither an id nor a send time per request, so their requests are
@@ -64,6 +70,14 @@ from inferlab_bench.case.local import aiperf_environment
 from inferlab_bench.case.usage import BookkeepingPolicy, UsageSampler, choose_bookkeeping
 from inferlab_bench.layout import cache_root
 from inferlab_bench.runs.demo import TOKENIZER_DIR
+from inferlab_bench.validity.dispatch import (
+    DispatchTolerances,
+    achieved_rate,
+    cv_check,
+    interarrival_cv,
+    rate_check,
+)
+from inferlab_bench.validity.verdict import Verdict, combine_checks
 
 OUTPUT_TOKENS = 64
 MODEL = "sim-model"
@@ -444,7 +458,11 @@ def overheads(kind: str, measured: list[Measured], truth: list[dict[str, Any]]) 
         true = truth_ms(t)
         for name in METRICS:
             diffs[name].append(getattr(m, name) - true[name])
-    return {name: np.array(v) for name, v in diffs.items()} | {"n": len(pairs)}
+    arrivals = np.array(sorted(t["arrival_ns"] for _, t in pairs), dtype=np.int64)
+    return {name: np.array(v) for name, v in diffs.items()} | {
+        "n": len(pairs),
+        "arrivals": arrivals,
+    }
 
 
 @dataclass(frozen=True)
@@ -456,6 +474,22 @@ class RunFigures:
     rps: float = 0.0  # achieved: the server's requests over its first arrival to last end
     samples: dict[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
     """Metric -> every joined request's overhead (ms), for figures pooled over runs."""
+    schedule: str = ""  # at a rate load: the arrivals as our dispatch checks judge them
+
+
+def judge_schedule(arrival_ns: Any, rate: float) -> str:
+    """The server's arrivals of one run against a poisson ``rate``: achieved rate, CV, verdict.
+
+    The same rate and CV checks (and tolerances) as the case verdict's
+    ``load_generator_kept_up``; a schedule that fails them is not the asked load.
+    """
+    n, tol = len(arrival_ns), DispatchTolerances()
+    achieved, cv = achieved_rate(arrival_ns), interarrival_cv(arrival_ns)
+    verdict = combine_checks([rate_check(achieved, rate, 1.0, n, tol), cv_check(cv, 1.0, n, tol)])
+    shown = "pass" if verdict is Verdict.PASS else verdict.value.upper()
+    rate_text = "-" if achieved is None else f"{achieved:.2f}/s"
+    cv_text = "-" if cv is None else f"{cv:.2f}"
+    return f"{rate_text} CV {cv_text} {shown}"
 
 
 def summarise(client: str, load: str, diffs: dict[str, Any]) -> RunFigures | None:
@@ -464,6 +498,20 @@ def summarise(client: str, load: str, diffs: dict[str, Any]) -> RunFigures | Non
     figures = {name: _p50_p90_max(diffs[name]) for name in METRICS}
     samples = {name: tuple(float(x) for x in diffs[name]) for name in METRICS}
     return RunFigures(client, load, diffs["n"], figures, samples=samples)
+
+
+def render_schedules(runs: list[RunFigures], loads: list[str], clients: list[str]) -> str:
+    """Per rate load, each client's runs: the arrivals as our dispatch checks judge them."""
+    lines = []
+    for load in loads:
+        if LOADS[load].rate is None:
+            continue
+        lines.append(f"{load} arrivals at the server, our rate and CV checks (target CV 1):")
+        for client in clients:
+            judged = [r.schedule for r in runs if r.load == load and r.client == client]
+            if judged:
+                lines.append(f"  {client:<19}" + "; ".join(judged))
+    return "\n".join(lines)
 
 
 def _p50_p90_max(values: Any) -> tuple[float, float, float]:
@@ -607,6 +655,8 @@ def main() -> None:
         finally:
             sim.stop()
     print(render(runs, args.load, clients))
+    if schedules := render_schedules(runs, args.load, clients):
+        print(schedules)
     print(final_line(runs))
 
 
@@ -623,7 +673,12 @@ def run_one(
         return []
     time.sleep(0.2)  # the last truth line is flushed before the last byte, but be sure
     truth = sim.truth_since(offset)
-    figures = summarise(client, load.key, overheads(kind, measured, truth))
+    diffs = overheads(kind, measured, truth)
+    figures = summarise(client, load.key, diffs)
+    if figures is not None and load.rate is not None:
+        figures = dataclasses.replace(
+            figures, schedule=judge_schedule(diffs["arrivals"], load.rate)
+        )
     if figures is not None and truth:
         span = max(t["end_ns"] for t in truth) - min(t["arrival_ns"] for t in truth)
         figures = dataclasses.replace(figures, rps=len(truth) / max(span / 1e9, 1e-9))
@@ -638,7 +693,9 @@ def run_one(
     ttft = figures.figures["ttft"]
     print(
         f"{load.key} {client}: {figures.n} joined, TTFT overhead p50 {ttft[0]:.2f} "
-        f"p90 {ttft[1]:.2f} ms, {figures.rps:.2f} req/s ({time.monotonic() - started:.0f} s)",
+        f"p90 {ttft[1]:.2f} ms, {figures.rps:.2f} req/s"
+        + (f", arrivals {figures.schedule}" if figures.schedule else "")
+        + f" ({time.monotonic() - started:.0f} s)",
         file=sys.stderr,
         flush=True,
     )
