@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 import orjson
 
+from inferlab_bench import validity
+from inferlab_bench.case.records import read_records
 from inferlab_bench.validity import Expectations, PhaseRecords
 
 TOPICS = ("rivers", "glaciers", "volcanoes", "deserts", "forests", "oceans", "caves", "islands")
@@ -128,34 +129,6 @@ def run_aiperf(
     return directory / "aiperf" / "p.jsonl"
 
 
-def phase_records(records_path: Path, phase: str = "profiling") -> PhaseRecords:
-    """The phase's records as validity columns (a small reader for the tests only)."""
-    rows = [orjson.loads(line) for line in records_path.read_bytes().splitlines() if line]
-    rows = [r for r in rows if r["metadata"]["benchmark_phase"] == phase]
-    meta = [r["metadata"] for r in rows]
-
-    def metric(tag: str) -> np.ndarray:
-        return np.array(
-            [r.get("metrics", {}).get(tag, {}).get("value", np.nan) for r in rows], dtype=np.float64
-        )
-
-    good = metric("good_request_count")
-    return PhaseRecords(
-        session_ids=tuple(m["conversation_id"] for m in meta),
-        start_ns=np.array([m["request_start_ns"] for m in meta], dtype=np.int64),
-        end_ns=np.array([m["request_end_ns"] for m in meta], dtype=np.int64),
-        succeeded=np.array(
-            [
-                not m["was_cancelled"] and r.get("error") is None
-                for m, r in zip(meta, rows, strict=True)
-            ],
-            dtype=bool,
-        ),
-        prompt_tokens=metric("usage_prompt_tokens"),
-        output_tokens=metric("output_sequence_length"),
-        cached_prompt_tokens=metric("usage_prompt_cache_read_tokens"),
-        credit_issued_ns=np.array([m["credit_issued_ns"] for m in meta], dtype=np.int64),
-        good=None if np.isnan(good).all() else good == 1,
-        client_send_ms=np.nan_to_num(metric("http_req_sending")),
-        ttft_ms=metric("time_to_first_token"),
-    )
+def phase_records(records_path: Path) -> PhaseRecords:
+    """The profiling phase's records as validity columns, read as the case stage reads them."""
+    return validity.phase_records(read_records(records_path).profiling)
