@@ -126,11 +126,11 @@ def test_the_window_changes_what_a_careless_reader_would_show() -> None:
 
 
 GUIDELLM_V03 = (
-    "0.2-stripped-2025-06-12.yaml",
-    "0.2-stripped-2025-06-13.json",
-    "0.3-stripped-2025-06-26.json",
-    "0.3-stripped-2025-07-23.json",
-    "0.3-stripped-2025-07-23.yaml",
+    "pre-0.3-2025-06-12.yaml",
+    "pre-0.3-2025-06-13.json",
+    "pre-0.3-2025-06-26.json",
+    "pre-0.3-2025-07-23.json",
+    "pre-0.3-2025-07-23.yaml",
 )
 
 
