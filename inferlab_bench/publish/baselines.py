@@ -106,10 +106,7 @@ def foreign_file(path: Path) -> None:
     letting it fail as a malformed result of ours)."""
     if not path.is_file() or path.name.endswith(".tar.gz") or peer_kind(path) is not None:
         return
-    try:
-        documents = read_documents(path)
-    except BaselineError:
-        return  # unreadable: our own reader names the file and the problem
+    documents = read_documents(path)  # unreadable: say so (size, encoding, syntax)
     data = documents.items[0] if len(documents.items) == 1 else None
     if not (isinstance(data, dict) and "schema_version" in data):
         raise unrecognised(path)

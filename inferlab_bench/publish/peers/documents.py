@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,10 +52,15 @@ def read_documents(path: Path, max_bytes: int = MAX_BYTES) -> Documents:
 
 def _text(path: Path, max_bytes: int) -> str:
     try:
-        size = path.stat().st_size
+        status = path.stat()
+        if not stat.S_ISREG(status.st_mode):
+            raise BaselineError(
+                f"{path}: not a regular file", hint="pass the result file the tool wrote"
+            )
+        size = status.st_size
         if size > max_bytes:
             raise BaselineError(
-                f"{path}: {size} bytes, more than the {max_bytes} a result file may have",
+                f"{path}: {size} bytes, more than the {max_bytes} bytes a result file may have",
                 hint="pass one result file, not an archive or a log",
             )
         with path.open("rb") as handle:

@@ -49,16 +49,27 @@ def parse(model: type[M], data: Any, path: Path, where: str = "") -> M:
         return model.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
+        loc = ".".join(str(p) for p in first["loc"] if not _is_type_tag(p))
         field_name = f"{where}.{loc}" if where and loc else (where or loc or "(top level)")
-        found = _short(first.get("input"))
+        found = short(first.get("input"))
         raise BaselineError(
             f"{path}: {field_name}: {first['msg'].lower()}, found {found}",
             hint="the file is not what its tool writes; fix or re-create it",
         ) from None
 
 
-def _short(value: Any) -> str:
+def _is_type_tag(part: str | int) -> bool:
+    """pydantic names the member of a union it tried (``float``, ``literal['inf']``)."""
+    return isinstance(part, str) and (part in _TYPE_TAGS or "[" in part or "-" in part)
+
+
+_TYPE_TAGS = frozenset({"float", "int", "str", "bool", "list", "dict", "none"})
+
+
+def short(value: Any) -> str:
+    """A found value for a one-line message: containers by their size, text cut at 60."""
+    if isinstance(value, list | dict):
+        return f"a {type(value).__name__} of {len(value)} items"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 

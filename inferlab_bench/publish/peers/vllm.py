@@ -39,6 +39,7 @@ from inferlab_bench.publish.peers.model import (
     Seconds,
     Text,
     parse,
+    short,
 )
 
 TOOL = "vllm bench serve"
@@ -83,7 +84,7 @@ def is_sweep_summary(data: Any) -> bool:
 
 
 def read_result(path: Path, data: Any, syntax: str) -> Baseline:
-    case = _case(path, [data], "")
+    case = _case(path, [("", data)])
     kind = "vllm bench sweep run" if isinstance(data, dict) and "run_number" in data else TOOL
     return Baseline(TOOL, None, path, (case,), f"{kind} result ({syntax})")
 
@@ -96,18 +97,19 @@ def read_sweep_summary(path: Path, data: Any, syntax: str) -> Baseline:
     for index, record in enumerate(data):
         label = _label(parse(Result, record, path, f"[{index}]"))[0]
         groups.setdefault(label, []).append((index, record))
-    cases = tuple(_case(path, [r for _, r in runs], f"[{runs[0][0]}]") for runs in groups.values())
+    cases = tuple(_case(path, [(f"[{i}]", r) for i, r in runs]) for runs in groups.values())
     return Baseline(TOOL, None, path, cases, f"vllm bench sweep summary.json ({syntax})")
 
 
-def _case(path: Path, records: Sequence[Any], where: str) -> BaselineCase:
-    results = [parse(Result, r, path, where) for r in records]
+def _case(path: Path, records: Sequence[tuple[str, Any]]) -> BaselineCase:
+    """One load's runs, each given with where it sits in the file (``[3]`` in a summary)."""
+    results = [parse(Result, r, path, where) for where, r in records]
     first = results[0]
     label, refusal = _label(first)
     refusals = [refusal] if refusal else []
     if first.completed == 0:
         refusals.append("no completed requests (completed: 0): its figures describe nothing")
-    runs = tuple(_figures(path, record, where) for record in records)
+    runs = tuple(_figures(path, record, where) for where, record in records)
     samples = [_samples(r) for r in results]
     notes = [] if len(runs) == 1 else [f"{len(runs)} runs of this load, judged as trials"]
     if first.completed is None:
@@ -174,7 +176,7 @@ def _ms(path: Path, key: str, value: Any) -> float | None:
         return checked
     except ValidationError as exc:
         raise BaselineError(
-            f"{path}: {key}: {exc.errors()[0]['msg'].lower()}, found {value!r:.60}",
+            f"{path}: {key}: {exc.errors()[0]['msg'].lower()}, found {short(value)}",
             hint="the file is not what its tool writes; fix or re-create it",
         ) from None
 
