@@ -109,7 +109,10 @@ def _case(path: Path, records: Sequence[tuple[str, Any]]) -> BaselineCase:
     refusals = [refusal] if refusal else []
     if first.completed == 0:
         refusals.append("no completed requests (completed: 0): its figures describe nothing")
-    runs = tuple(_figures(path, record, where) for where, record in records)
+    runs = tuple(
+        _figures(path, record, where, result)
+        for (where, record), result in zip(records, results, strict=True)
+    )
     samples = [_samples(r) for r in results]
     notes = [] if len(runs) == 1 else [f"{len(runs)} runs of this load, judged as trials"]
     if first.completed is None:
@@ -143,7 +146,7 @@ def _label(result: Result) -> tuple[str, str | None]:
     return Load.unbounded().label, None
 
 
-def _figures(path: Path, record: Any, where: str) -> dict[str, float]:
+def _figures(path: Path, record: Any, where: str, result: Result) -> dict[str, float]:
     """The file's own figures, each bounded; ``median`` is our p50."""
     figures = Figures()
     e2el = any(isinstance(k, str) and k.endswith("_e2el_ms") for k in record)
@@ -158,7 +161,6 @@ def _figures(path: Path, record: Any, where: str) -> dict[str, float]:
         column = _OURS.get(metric, "request_latency_ms")
         if name in ("mean", "p50", "p90", "p95", "p99"):
             figures.put(f"{name}_{column}", _ms(path, f"{where}.{key}".lstrip("."), value))
-    result = parse(Result, record, path, where)
     figures.put_all(
         [
             ("output_throughput", result.output_throughput),
