@@ -11,6 +11,7 @@ from inferlab_bench.cli.render import print_json, report_error, show
 from inferlab_bench.errors import InferlabError
 from inferlab_bench.publish.baselines import (
     baseline_document,
+    foreign_file,
     judge_against,
     load_baseline,
     our_cases,
@@ -33,7 +34,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument(
         "a",
         help="run directory, result.json, a `run --trials` folder, or a peer's result file "
-        "(vllm bench serve --save-result JSON, GuideLLM benchmarks.json) (baseline)",
+        "(GuideLLM, vllm bench serve / sweep, SGLang bench_serving, AIPerf export) (baseline)",
     )
     parser.add_argument(
         "b", help="run directory, result.json, or a `run --trials` folder (candidate)"
@@ -52,6 +53,7 @@ def _run(args: CompareFlags) -> int:
     if peer_kind(args.a) is not None:
         return _against_peer(args)
     try:
+        foreign_file(args.a)
         a, b = load_trials(args.a), load_trials(args.b)
     except InferlabError as exc:
         return report_error(exc)

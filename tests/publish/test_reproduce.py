@@ -188,7 +188,7 @@ def test_a_file_that_is_no_peer_result_is_refused_before_any_run(
         *("--out", tmp_path / "r", "--baseline", ours),
     )
     assert proc.returncode == 1
-    assert "not-a-peer.json: neither a `vllm bench serve --save-result` file" in proc.stderr
+    assert "not-a-peer.json: not a result file of a tool we read" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "r" / "reproduced").exists()
 
 
