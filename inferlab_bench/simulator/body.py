@@ -21,6 +21,7 @@ class Rejection:
     status: int
     message: str
     kind: str = "BadRequestError"
+    close: bool = False  # answer with ``Connection: close`` (a client too slow to keep)
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,9 @@ def _with_input(
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             return Rejection(400, "messages: a non-empty list is required")
+        bad = bad_message(messages)
+        if bad is not None:
+            return bad
         kwargs = body.get("chat_template_kwargs") or {}
         if not isinstance(kwargs, dict):
             return Rejection(400, "chat_template_kwargs must be an object")
@@ -161,6 +165,25 @@ def _with_input(
     return Rejection(
         400, "prompt: a string, a list of token ids, or a non-empty list of either is required"
     )
+
+
+def bad_message(messages: list[Any]) -> Rejection | None:
+    """The 400 for the first message that is not a role with text content (or parts)."""
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            return Rejection(400, f"messages[{i}]: an object with a string role is required")
+        content = message.get("content")
+        if content is None or isinstance(content, str):
+            continue
+        if not isinstance(content, list) or not all(_is_part(p) for p in content):
+            return Rejection(
+                400, f"messages[{i}].content: a string or a list of content parts is required"
+            )
+    return None
+
+
+def _is_part(part: Any) -> bool:
+    return isinstance(part, dict) and isinstance(part.get("text", ""), str)
 
 
 def _sampling(body: dict[str, Any]) -> Sampling | Rejection:
