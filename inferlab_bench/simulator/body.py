@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
@@ -43,11 +44,12 @@ class GenerationRequest:
     logprobs: int | None = None  # alternatives per token when logprobs are asked for
     continuous_usage: bool = False  # usage on every streamed chunk
 
-    @property
+    @functools.cached_property
     def prompts(self) -> list[str | list[int]]:
         """The single prompts of a completion request (a batch is several)."""
         prompt: Any = self.prompt
-        if isinstance(prompt, str) or is_token_ids(prompt):
+        # Parsing checked the shape: one text, one id list, or a list of either.
+        if isinstance(prompt, str) or (prompt and isinstance(prompt[0], int)):
             return [prompt]
         return list(prompt)
 

@@ -94,7 +94,7 @@ class LimitsConfig(_Frozen):
     """
 
     max_body_bytes: int = Field(
-        default=4 * 1024 * 1024, ge=1, description="request body size in bytes (413 beyond)"
+        default=1024 * 1024, ge=1, description="request body size in bytes (413 beyond)"
     )
     max_n: int = Field(default=128, ge=1, description="choices per prompt, n (400 beyond)")
     max_prompts: int = Field(

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import threading
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,9 +61,11 @@ def render_plain(messages: Sequence[Mapping[str, Any]]) -> str:
 
 
 # A prompt whose text (or flattened messages) is at most this many characters is
-# tokenized on the event loop (about a millisecond); a longer one in a worker thread. The
-# tokenizers library releases the GIL while it encodes, so the loop keeps serving.
+# tokenized on the event loop (about a millisecond); a longer one on one of two worker
+# threads. The tokenizers library lets go of the GIL while it encodes a batch, so the loop
+# keeps serving; two workers bound the memory that encodings in flight hold.
 INLINE_CHARS = 16384
+WORKERS = 2
 # Token ids kept for prompts seen recently (4 bytes each): 2M ids, 8 MB.
 CACHE_TOKENS = 2_000_000
 
@@ -81,6 +85,7 @@ class PromptTokenizer:
         self._tokenizer = _load(tokenizer_dir) if tokenizer_dir else None
         self._backend = getattr(self._tokenizer, "backend_tokenizer", None)
         self._cache = _IdsCache(CACHE_TOKENS)
+        self._workers = ThreadPoolExecutor(WORKERS, thread_name_prefix="inferlab-tokenize")
         if self._tokenizer is not None:
             # Compile the chat template now: the first render costs ~100 ms, which would
             # otherwise block the event loop during the first request.
@@ -108,13 +113,20 @@ class PromptTokenizer:
         size = sum(len(str(m.get("content") or "")) for m in flat)
         if size <= INLINE_CHARS and len(flat) <= 64:
             return self._chat(flat, kwargs, limit)
-        return await asyncio.to_thread(self._chat, flat, kwargs, limit)
+        return await self._off_loop(self._chat, flat, kwargs, limit)
 
     async def text_prompt(self, prompt: str, limit: int) -> list[int] | Overlong:
         """``text_ids``, or ``Overlong`` beyond ``limit``; a long prompt is counted off the loop."""
         if len(prompt) <= INLINE_CHARS:
             return self._text(prompt, limit)
-        return await asyncio.to_thread(self._text, prompt, limit)
+        return await self._off_loop(self._text, prompt, limit)
+
+    async def _off_loop(self, work: Callable[..., Ids], *args: Any) -> Ids:
+        return await asyncio.get_running_loop().run_in_executor(self._workers, work, *args)
+
+    def close(self) -> None:
+        """Stop the worker threads (a prompt being encoded is finished first)."""
+        self._workers.shutdown(wait=False, cancel_futures=True)
 
     def _chat(self, flat: Messages, kwargs: Mapping[str, Any], limit: int | None) -> Ids:
         try:
@@ -152,14 +164,16 @@ class PromptTokenizer:
     def _encode(self, text: str, special: bool, limit: int | None) -> Ids:
         """The ids of ``text`` (a rendered chat adds no special tokens of its own)."""
         if self._tokenizer is None:
-            count = max(1, -(-len(text.encode("utf-8", "surrogatepass")) // 4))
+            count = max(1, -(-len(text.encode("utf-8")) // 4))
             return approximate_ids(text) if limit is None or count <= limit else Overlong(count)
         if self._backend is None:  # a slow tokenizer: no count before the ids
             ids = [int(i) for i in self._tokenizer.encode(text, add_special_tokens=special)]
             return ids if limit is None or len(ids) <= limit else Overlong(len(ids))
-        encoding = self._backend.encode(text, add_special_tokens=special)
-        # The count comes without listing the ids, which for a huge prompt takes longer
-        # than the encoding and holds the GIL all along.
+        # The batch call of one text: unlike ``encode`` it lets go of the GIL while it
+        # works (so the event loop keeps serving), and the fast one skips the offsets.
+        batch = getattr(self._backend, "encode_batch_fast", self._backend.encode_batch)
+        encoding = batch([text], add_special_tokens=special)[0]
+        # The count comes without listing the ids, which for a huge prompt holds the GIL.
         if limit is not None and len(encoding) > limit:
             return Overlong(len(encoding))
         return [int(i) for i in encoding.ids]
@@ -184,31 +198,39 @@ Ids = list[int] | Overlong
 
 
 class _IdsCache:
-    """Ids of recently tokenized prompts by content digest, at most ``budget`` ids in all."""
+    """Ids of recently tokenized prompts by content digest, at most ``budget`` ids in all.
+
+    Used from the event loop and the worker threads, hence the lock.
+    """
 
     def __init__(self, budget: int) -> None:
         self._entries: OrderedDict[bytes, array[int]] = OrderedDict()
         self._held = 0
         self._budget = budget
+        self._lock = threading.Lock()
 
     def get(self, digest: bytes) -> array[int] | None:
-        ids = self._entries.get(digest)
-        if ids is not None:
-            self._entries.move_to_end(digest)
-        return ids
+        with self._lock:
+            ids = self._entries.get(digest)
+            if ids is not None:
+                self._entries.move_to_end(digest)
+            return ids
 
     def put(self, digest: bytes, ids: list[int]) -> None:
-        if digest in self._entries or len(ids) > self._budget or min(ids, default=0) < 0:
+        if len(ids) > self._budget or min(ids, default=0) < 0:
             return
         try:
             packed = array("I", ids)
         except OverflowError:  # an id beyond 32 bits: not worth a wider cache
             return
-        self._entries[digest] = packed
-        self._held += len(packed)
-        while self._held > self._budget:
-            _, old = self._entries.popitem(last=False)
-            self._held -= len(old)
+        with self._lock:
+            if digest in self._entries:
+                return
+            self._entries[digest] = packed
+            self._held += len(packed)
+            while self._held > self._budget:
+                _, old = self._entries.popitem(last=False)
+                self._held -= len(old)
 
 
 def _load(tokenizer_dir: str) -> Any:

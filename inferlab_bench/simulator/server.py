@@ -62,6 +62,7 @@ def running_simulator(config: SimulatorConfig) -> Iterator[RunningSimulator]:
             server.should_exit = True
             thread.join(timeout=10)
             sock.close()
+            sim.tokenizer.close()
 
 
 def _uvicorn_config(sim: Simulator, config: SimulatorConfig) -> uvicorn.Config:
