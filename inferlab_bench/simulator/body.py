@@ -131,7 +131,7 @@ def _is_batch(value: Any) -> TypeGuard[list[str] | list[list[int]]]:
     """A non-empty list of strings, or of token-id lists."""
     if not isinstance(value, list) or not value:
         return False
-    return all(isinstance(p, str) for p in value) or all(is_token_ids(p) for p in value)
+    return set(map(type, value)) == {str} or all(is_token_ids(p) for p in value)
 
 
 def _is_int(value: Any) -> bool:
@@ -205,8 +205,6 @@ def _sampling(body: dict[str, Any]) -> Sampling | Rejection:
 
 def is_token_ids(value: Any) -> TypeGuard[list[int]]:
     """A non-empty list of integers (booleans excluded)."""
-    return (
-        isinstance(value, list)
-        and bool(value)
-        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
-    )
+    # Types compared in C: a body of a million ids is checked in milliseconds (JSON gives
+    # plain ints; a bool is its own type, so it is not one).
+    return isinstance(value, list) and bool(value) and set(map(type, value)) == {int}
