@@ -191,7 +191,7 @@ class Simulator:
         body = await self._json(request)
         if isinstance(body, Rejection):
             return _error(body)
-        return _answer(tokens.detokenize(body, self.tokenizer))
+        return _answer(await tokens.detokenize(body, self.tokenizer, self.config))
 
     async def _json(self, request: Request) -> Any:
         """The request's JSON body (within the bounds), or a Rejection saying why not."""

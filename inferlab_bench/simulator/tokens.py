@@ -48,16 +48,22 @@ async def tokenize(
         "count": len(ids),
         "max_model_len": limit,
         "tokens": ids,
-        "token_strs": tokenizer.token_strs(ids) if strs else None,
+        "token_strs": await tokenizer.strs_of(ids) if strs else None,
     }
 
 
-def detokenize(body: Any, tokenizer: PromptTokenizer) -> dict[str, Any] | Rejection:
-    """``{"prompt": text}`` for ``{"tokens": [ids]}``."""
+async def detokenize(
+    body: Any, tokenizer: PromptTokenizer, config: SimulatorConfig
+) -> dict[str, Any] | Rejection:
+    """``{"prompt": text}`` for ``{"tokens": [ids]}`` (at most ``max_model_len`` of them)."""
     tokens = body.get("tokens") if isinstance(body, dict) else None
-    if not is_token_ids(tokens) or any(t < 0 for t in tokens):
+    if not is_token_ids(tokens) or min(tokens) < 0:
         return Rejection(400, "tokens: a non-empty list of non-negative token ids is required")
+    if len(tokens) > config.max_model_len:
+        return Rejection(
+            400, f"tokens: at most max_model_len {config.max_model_len} ids, got {len(tokens)}"
+        )
     try:
-        return {"prompt": tokenizer.decode(tokens)}
+        return {"prompt": await tokenizer.text_of(tokens)}
     except TokenizerError as exc:
         return Rejection(400, exc.message)

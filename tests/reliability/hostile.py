@@ -372,4 +372,10 @@ def attacks(body_bytes: int = 100 * MB, n: int = 10**6, bound: int = MB) -> list
             400,
             "more than max_model_len",
         ),
+        Attack(
+            f"/detokenize of {len(ids) // 1000}k ids",
+            lambda s: json_post(s, orjson.dumps({"tokens": ids}), "/detokenize"),
+            400,
+            "at most max_model_len",
+        ),
     ]

@@ -85,3 +85,19 @@ def test_without_a_tokenizer_an_overlong_prompt_is_bytes_over_four() -> None:
 
     found = asyncio.run(PromptTokenizer(None).text_prompt("x" * 100_001, 100))
     assert found == Overlong(25001)
+
+
+def test_decode_is_the_tokenizer_own_and_long_ones_go_off_the_loop(qwen_dir: str) -> None:
+    import asyncio
+    import random
+
+    from inferlab_bench.tokenizer import load_tokenizer
+
+    theirs = load_tokenizer(qwen_dir)
+    ours = PromptTokenizer(qwen_dir)
+    draw = random.Random(7)
+    for n in (1, 50, 20000):  # 20000 > INLINE_IDS: a worker decodes it
+        ids = [draw.randrange(len(theirs)) for _ in range(n)]
+        assert asyncio.run(ours.text_of(ids)) == theirs.decode(ids)
+        assert asyncio.run(ours.strs_of(ids)) == theirs.convert_ids_to_tokens(ids)
+    ours.close()
