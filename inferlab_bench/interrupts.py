@@ -29,6 +29,17 @@ from inferlab_bench.errors import DeadlineExceededError, InterruptedStageError, 
 
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
+MAX_BUDGET_SECONDS = 1e9
+"""The longest deadline a guard keeps (about 31 years). The protocol allows any finite
+positive budget, but the interval timer holds about 9.2e9 s (``setitimer`` raised
+OverflowError for 1e10 and beyond), and asyncio timers and AIPerf's timeout are no better:
+a longer budget is taken as this one, which no case outlives."""
+
+
+def clamped(budget_seconds: float) -> float:
+    """``budget_seconds``, at most ``MAX_BUDGET_SECONDS``."""
+    return min(budget_seconds, MAX_BUDGET_SECONDS)
+
 
 @dataclass
 class Guard:
@@ -137,7 +148,7 @@ def guard(
     Guards nest: a command guards its whole life (parsing the request, writing the result)
     and the stage inside it adds its budget; a signal stops the innermost guard.
     """
-    deadline = None if budget_seconds is None else time.monotonic() + budget_seconds
+    deadline = None if budget_seconds is None else time.monotonic() + clamped(budget_seconds)
     state = Guard(what, deadline, budget_seconds, budget_field)
     if threading.current_thread() is not threading.main_thread():
         yield state

@@ -78,3 +78,22 @@ def test_a_forked_child_gets_the_default_action_not_the_stages_error() -> None:
         os.kill(pid, signal.SIGTERM)
         _, status = os.waitpid(pid, 0)
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
+
+
+def test_a_budget_beyond_the_timer_is_clamped_not_an_overflow() -> None:
+    # The protocol takes any finite positive budget; setitimer overflowed at 1e10 s.
+    for budget in (1e308, 1e10):
+        with interrupts.guard("case", budget, budget_field="case_budget_seconds") as guard:
+            left = guard.remaining()
+            assert interrupts.MAX_BUDGET_SECONDS - 5 < left <= interrupts.MAX_BUDGET_SECONDS
+        assert guard.budget == budget  # messages still say what the user gave
+
+
+def test_the_aiperf_timeout_of_a_huge_budget_is_the_clamped_one() -> None:
+    from inferlab_bench.case.stage import planned_config
+    from tests.kube import configs
+
+    request = configs.request({"kind": "concurrency_limited", "concurrency": 1})
+    huge = request.model_copy(update={"case_budget_seconds": 1e308})
+    timeout = planned_config(huge)["benchmark"]["endpoint"]["timeout"]
+    assert timeout < interrupts.MAX_BUDGET_SECONDS

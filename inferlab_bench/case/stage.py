@@ -153,7 +153,7 @@ def planned_config(request: BenchClientRequest) -> dict[str, Any]:
     plan = aiperf_config.build_plan(
         request,
         aiperf_dir=aiperf_dir(request),
-        timeout_seconds=request.case_budget_seconds - RESULT_RESERVE_SECONDS,
+        timeout_seconds=interrupts.clamped(request.case_budget_seconds) - RESULT_RESERVE_SECONDS,
     )
     return plan.config
 
@@ -274,7 +274,10 @@ def _reset_target(case: _Case) -> reset.ResetTarget | None:
         return None
     option = case.options.prefix_cache_reset
     if option is None:
-        return reset.detect_target(case.request.endpoint.base_url)
+        # Detection asks the server what it is: first say if nothing is there to ask.
+        base_url = case.request.endpoint.base_url
+        probe.check_listening(base_url, timeout=min(5.0, max(0.5, case.remaining())))
+        return reset.detect_target(base_url)
     target = reset.parse_reset_option(option)
     if target is None:
         raise PrefixCacheResetError(

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from inferlab_bench.cli.flags import bind, with_flags
+from inferlab_bench.cli.flags import EXIT_USAGE, bind, with_flags
 from inferlab_bench.cli.progress import stderr_progress
 from inferlab_bench.cli.render import EXIT_FAILED, report_error
 from inferlab_bench.errors import DatasetError, InferlabError
@@ -23,7 +24,9 @@ Handler = Callable[[argparse.Namespace], int]
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("dataset", help="fetch, verify or locate a catalogued dataset")
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    # No action: its help, which lists the actions (as the bare command lists commands).
+    parser.set_defaults(handler=_listing(parser))
     fetch = actions.add_parser(
         "fetch",
         help="download into the content-addressed cache and verify",
@@ -47,6 +50,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ):
         action.add_argument("--catalog-dir", help="another catalog directory")
         bind(action, _handler(body, model))
+
+
+def _listing(parser: argparse.ArgumentParser) -> Handler:
+    def handle(args: argparse.Namespace) -> int:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+
+    return handle
 
 
 def _handler(body: Callable[[Any, CatalogEntry], None], model: type[Flags]) -> Handler:

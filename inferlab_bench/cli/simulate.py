@@ -7,8 +7,9 @@ import signal
 import sys
 import threading
 from types import FrameType
+from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, create_model
 
 from inferlab_bench.cli.flags import bind, parse_flags, with_flags
 from inferlab_bench.errors import InferlabError
@@ -19,7 +20,26 @@ from inferlab_bench.runs.options import (
     SimulateFlags,
     simulator_config,
 )
-from inferlab_bench.simulator import FaultConfig, LatencyConfig, SimulatorConfig, running_simulator
+from inferlab_bench.simulator import (
+    FaultConfig,
+    LatencyConfig,
+    LimitsConfig,
+    SimulatorConfig,
+    running_simulator,
+)
+
+
+def _limit_fields() -> dict[str, Any]:
+    """The bounds' fields, their defaults, bounds and help, as flags."""
+    return {name: (info.annotation, info) for name, info in LimitsConfig.model_fields.items()}
+
+
+SimulateCommandFlags: type[FlagModel] = create_model(
+    "SimulateCommandFlags",
+    __base__=SimulateFlags,
+    **_limit_fields(),
+)
+"""``simulate``'s flags: the server's, latency's and faults' and the bounds on clients."""
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -33,6 +53,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _model_flags(latency, LatencyConfig)
     latency.add_argument("--zero-latency", action="store_true", help="no modeled latency at all")
     _model_flags(parser.add_argument_group("fault injection (rates are 0..1, seeded)"), FaultConfig)
+    _model_flags(parser.add_argument_group("bounds on what one client may send"), LimitsConfig)
     bind(parser, run)
 
 
@@ -74,15 +95,20 @@ def _field_flag(
 
 def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
     """The one SimulatorConfig these flags describe (a bad flag raises ``ConfigurationError``)."""
-    return simulator_config(parse_flags(SimulateFlags, args))
+    return _config(parse_flags(SimulateCommandFlags, args))
+
+
+def _config(flags: FlagModel) -> SimulatorConfig:
+    limits = LimitsConfig(**{name: getattr(flags, name) for name in LimitsConfig.model_fields})
+    return simulator_config(flags).model_copy(update={"limits": limits})
 
 
 def run(args: argparse.Namespace) -> int:
-    return with_flags(args, SimulateFlags, _serve)
+    return with_flags(args, SimulateCommandFlags, _serve)
 
 
 def _serve(flags: FlagModel) -> int:
-    config = simulator_config(flags)
+    config = _config(flags)
     try:
         with running_simulator(config) as sim:
             print(f"inferlab-bench simulator serving {config.model} at {sim.base_url}", flush=True)

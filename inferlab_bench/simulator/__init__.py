@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from inferlab_bench.simulator.config import FaultConfig, LatencyConfig, SimulatorConfig
+from inferlab_bench.simulator.config import (
+    FaultConfig,
+    LatencyConfig,
+    LimitsConfig,
+    SimulatorConfig,
+)
 
 if TYPE_CHECKING:
     from inferlab_bench.simulator.server import RunningSimulator, running_simulator
@@ -12,6 +17,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FaultConfig",
     "LatencyConfig",
+    "LimitsConfig",
     "RunningSimulator",
     "SimulatorConfig",
     "running_simulator",

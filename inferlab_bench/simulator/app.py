@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import itertools
 import time
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -17,7 +18,7 @@ from starlette.routing import Route
 
 from inferlab_bench import __version__
 from inferlab_bench.errors import TokenizerError
-from inferlab_bench.simulator import native, responses, tokens, wire
+from inferlab_bench.simulator import limits, native, responses, tokens, wire
 from inferlab_bench.simulator.arrival import Arrival, arrival_of
 from inferlab_bench.simulator.body import GenerationRequest, Rejection, parse
 from inferlab_bench.simulator.config import RESET_PATHS, SimulatorConfig
@@ -28,11 +29,12 @@ from inferlab_bench.simulator.generation import (
     StreamingGeneration,
 )
 from inferlab_bench.simulator.ground_truth import GroundTruthLog, RequestTrace, reset_record
+from inferlab_bench.simulator.intake import read_body
 from inferlab_bench.simulator.latency import Engine
 from inferlab_bench.simulator.metrics import ServerMetrics
 from inferlab_bench.simulator.plan import make_plan, request_rng
 from inferlab_bench.simulator.prefix_cache import PrefixCache
-from inferlab_bench.simulator.prompt import PromptTokenizer, flatten_content
+from inferlab_bench.simulator.prompt import Overlong, PromptTokenizer, flatten_content
 from inferlab_bench.simulator.scheduler import Scheduler
 
 SERVER_VERSION = f"0.11.0+inferlab.sim.{__version__}"
@@ -58,20 +60,22 @@ class Simulator:
 
     async def generate(self, request: Request, *, chat: bool) -> Response:
         """Serve ``/v1/chat/completions`` (chat) or ``/v1/completions``."""
-        arrival, handler_ns = arrival_of(request.scope), time.time_ns()
-        parsed = parse(await request.body(), chat=chat)
-        return await self._checked(request, parsed, arrival, handler_ns)
+        return await self._generation(request, lambda raw: parse(raw, chat=chat))
 
     async def generate_responses(self, request: Request) -> Response:
         """Serve OpenAI's ``/v1/responses`` (basic text)."""
-        arrival, handler_ns = arrival_of(request.scope), time.time_ns()
-        parsed = responses.parse_responses(await request.body())
-        return await self._checked(request, parsed, arrival, handler_ns)
+        return await self._generation(request, responses.parse_responses)
 
     async def generate_native(self, request: Request) -> Response:
         """Serve SGLang's ``/generate``."""
+        return await self._generation(request, native.parse_generate)
+
+    async def _generation(
+        self, request: Request, parser: Callable[[bytes], GenerationRequest | Rejection]
+    ) -> Response:
         arrival, handler_ns = arrival_of(request.scope), time.time_ns()
-        parsed = native.parse_generate(await request.body())
+        raw = await read_body(request, self.config.limits)
+        parsed = raw if isinstance(raw, Rejection) else parser(raw)
         return await self._checked(request, parsed, arrival, handler_ns)
 
     async def _checked(
@@ -87,15 +91,25 @@ class Simulator:
         if parsed.model is not None and parsed.model != self.config.model:
             missing = f"The model `{parsed.model}` does not exist."
             return _error(Rejection(404, missing, "NotFoundError"), request_id)
+        beyond = limits.check(parsed, self.config)
+        if beyond is not None:
+            return _error(beyond, request_id)
         return await self._serve(request, parsed, arrival, handler_ns)
 
     async def _serve(
         self, request: Request, parsed: GenerationRequest, arrival: Arrival, handler_ns: int
     ) -> Response:
         try:
-            prompt_ids = self._prompt_ids(parsed)
+            prompt_ids = await self._prompt_ids(parsed)
         except TokenizerError as exc:
-            return _error(Rejection(400, exc.message))
+            return _error(Rejection(400, exc.message), request.headers.get("x-request-id"))
+        if isinstance(prompt_ids, Overlong):
+            # Counted, never listed: the record says how long the refused prompt was.
+            trace = _trace(request, parsed, next(self._arrivals), arrival, prompt_ids.tokens)
+            trace.handler_ns = handler_ns
+            return self._reject(
+                trace, Rejection(400, _too_long(self.config, prompt_ids.tokens, parsed))
+            )
         token_ids = prompt_ids[0] if len(prompt_ids) == 1 else [i for p in prompt_ids for i in p]
         index = next(self._arrivals)
         trace = _trace(request, parsed, index, arrival, len(token_ids))
@@ -129,12 +143,24 @@ class Simulator:
         kind = StreamingGeneration if parsed.stream else CompleteGeneration
         return kind(self.backend, job)
 
-    def _prompt_ids(self, parsed: GenerationRequest) -> list[list[int]]:
+    async def _prompt_ids(self, parsed: GenerationRequest) -> list[list[int]] | Overlong:
+        """Each prompt's ids, or the first one's count beyond ``max_model_len``."""
+        limit = self.config.max_model_len
         if parsed.chat:
-            return [self.tokenizer.chat_ids(parsed.messages, parsed.template_kwargs)]
-        return [
-            list(p) if isinstance(p, list) else self.tokenizer.text_ids(p) for p in parsed.prompts
-        ]
+            found = await self.tokenizer.chat_prompt(parsed.messages, parsed.template_kwargs, limit)
+            return found if isinstance(found, Overlong) else [found]
+        prompts: list[list[int]] = []
+        for prompt in parsed.prompts:
+            if isinstance(prompt, list):
+                ids: list[int] | Overlong = (
+                    list(prompt) if len(prompt) <= limit else Overlong(len(prompt))
+                )
+            else:
+                ids = await self.tokenizer.text_prompt(prompt, limit)
+            if isinstance(ids, Overlong):
+                return ids
+            prompts.append(ids)
+        return prompts
 
     def _reject(self, trace: RequestTrace, rejection: Rejection) -> Response:
         trace.status = rejection.status
@@ -155,17 +181,27 @@ class Simulator:
 
     async def tokenize(self, request: Request) -> Response:
         """vLLM's ``POST /tokenize`` for a prompt or chat messages."""
-        body = await _json(request)
+        body = await self._json(request)
         if isinstance(body, Rejection):
             return _error(body)
-        return _answer(tokens.tokenize(body, self.tokenizer, self.config.max_model_len))
+        return _answer(await tokens.tokenize(body, self.tokenizer, self.config))
 
     async def detokenize(self, request: Request) -> Response:
         """vLLM's ``POST /detokenize``: token ids back to text."""
-        body = await _json(request)
+        body = await self._json(request)
         if isinstance(body, Rejection):
             return _error(body)
-        return _answer(tokens.detokenize(body, self.tokenizer))
+        return _answer(await tokens.detokenize(body, self.tokenizer, self.config))
+
+    async def _json(self, request: Request) -> Any:
+        """The request's JSON body (within the bounds), or a Rejection saying why not."""
+        raw = await read_body(request, self.config.limits)
+        if isinstance(raw, Rejection):
+            return raw
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            return Rejection(400, f"request body is not valid JSON: {exc}")
 
     def server_info(self) -> Response:
         """SGLang's ``GET /server_info`` (and ``/get_server_info``)."""
@@ -337,18 +373,12 @@ def _kind(status: int) -> str:
 
 def _error(rejection: Rejection, request_id: str | None = None) -> Response:
     headers = {"retry-after": "1"} if rejection.status == 429 else {}
+    if rejection.close:
+        headers["connection"] = "close"
     if request_id is not None:
         headers["x-request-id"] = request_id
     body: dict[str, Any] = wire.error_body(rejection.message, rejection.kind, rejection.status)
     return JSONResponse(body, status_code=rejection.status, headers=headers)
-
-
-async def _json(request: Request) -> Any:
-    """The request's JSON body, or a Rejection saying why it is not JSON."""
-    try:
-        return orjson.loads(await request.body())
-    except orjson.JSONDecodeError as exc:
-        return Rejection(400, f"request body is not valid JSON: {exc}")
 
 
 def _answer(answer: dict[str, Any] | Rejection) -> Response:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
@@ -21,6 +22,7 @@ class Rejection:
     status: int
     message: str
     kind: str = "BadRequestError"
+    close: bool = False  # answer with ``Connection: close`` (a client too slow to keep)
 
 
 @dataclass(frozen=True)
@@ -42,11 +44,12 @@ class GenerationRequest:
     logprobs: int | None = None  # alternatives per token when logprobs are asked for
     continuous_usage: bool = False  # usage on every streamed chunk
 
-    @property
+    @functools.cached_property
     def prompts(self) -> list[str | list[int]]:
         """The single prompts of a completion request (a batch is several)."""
         prompt: Any = self.prompt
-        if isinstance(prompt, str) or is_token_ids(prompt):
+        # Parsing checked the shape: one text, one id list, or a list of either.
+        if isinstance(prompt, str) or (prompt and isinstance(prompt[0], int)):
             return [prompt]
         return list(prompt)
 
@@ -128,7 +131,7 @@ def _is_batch(value: Any) -> TypeGuard[list[str] | list[list[int]]]:
     """A non-empty list of strings, or of token-id lists."""
     if not isinstance(value, list) or not value:
         return False
-    return all(isinstance(p, str) for p in value) or all(is_token_ids(p) for p in value)
+    return set(map(type, value)) == {str} or all(is_token_ids(p) for p in value)
 
 
 def _is_int(value: Any) -> bool:
@@ -149,6 +152,9 @@ def _with_input(
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             return Rejection(400, "messages: a non-empty list is required")
+        bad = bad_message(messages)
+        if bad is not None:
+            return bad
         kwargs = body.get("chat_template_kwargs") or {}
         if not isinstance(kwargs, dict):
             return Rejection(400, "chat_template_kwargs must be an object")
@@ -161,6 +167,25 @@ def _with_input(
     return Rejection(
         400, "prompt: a string, a list of token ids, or a non-empty list of either is required"
     )
+
+
+def bad_message(messages: list[Any]) -> Rejection | None:
+    """The 400 for the first message that is not a role with text content (or parts)."""
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            return Rejection(400, f"messages[{i}]: an object with a string role is required")
+        content = message.get("content")
+        if content is None or isinstance(content, str):
+            continue
+        if not isinstance(content, list) or not all(_is_part(p) for p in content):
+            return Rejection(
+                400, f"messages[{i}].content: a string or a list of content parts is required"
+            )
+    return None
+
+
+def _is_part(part: Any) -> bool:
+    return isinstance(part, dict) and isinstance(part.get("text", ""), str)
 
 
 def _sampling(body: dict[str, Any]) -> Sampling | Rejection:
@@ -180,8 +205,6 @@ def _sampling(body: dict[str, Any]) -> Sampling | Rejection:
 
 def is_token_ids(value: Any) -> TypeGuard[list[int]]:
     """A non-empty list of integers (booleans excluded)."""
-    return (
-        isinstance(value, list)
-        and bool(value)
-        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
-    )
+    # Types compared in C: a body of a million ids is checked in milliseconds (JSON gives
+    # plain ints; a bool is its own type, so it is not one).
+    return isinstance(value, list) and bool(value) and set(map(type, value)) == {int}

@@ -86,6 +86,42 @@ class FaultConfig(_Frozen):
     reset_noop: bool = Field(default=False, description="resets answer 200 but keep the cache")
 
 
+class LimitsConfig(_Frozen):
+    """Bounds on what one client may send or ask for, checked before its prompt is tokenized.
+
+    The defaults sit far above what the benchmark clients we run send (AIPerf, GuideLLM,
+    ``vllm bench serve``, SGLang's ``bench_serving``), and well below what stalls the server.
+    """
+
+    max_body_bytes: int = Field(
+        default=1024 * 1024, ge=1, description="request body size in bytes (413 beyond)"
+    )
+    max_n: int = Field(default=128, ge=1, description="choices per prompt, n (400 beyond)")
+    max_prompts: int = Field(
+        default=256, ge=1, description="prompts in one completion batch (400 beyond)"
+    )
+    max_messages: int = Field(
+        default=4096, ge=1, description="chat messages (or input items) in one request"
+    )
+    max_answer_tokens: int = Field(
+        default=1 << 20,
+        ge=1,
+        description="choices x output cap x (1 + logprobs) of one answer (400 beyond)",
+    )
+    body_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="time a client has to send a whole body (408 beyond)",
+    )
+    idle_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="a connection without a whole request head this long is closed",
+    )
+
+
 class SimulatorConfig(_Frozen):
     """Everything the simulated server needs; the CLI builds exactly this from its flags."""
 
@@ -106,6 +142,7 @@ class SimulatorConfig(_Frozen):
     )
     latency: LatencyConfig = LatencyConfig()
     faults: FaultConfig = FaultConfig()
+    limits: LimitsConfig = LimitsConfig()
 
     @field_validator("reset_endpoints")
     @classmethod

@@ -7,6 +7,9 @@ import time
 
 from inferlab_bench.simulator.latency import Engine
 
+# Tokens written back to back before the loop is given a turn.
+BURST_TOKENS = 64
+
 
 class Sleeper:
     """Sleeps to absolute ``time.monotonic()`` targets, learning the loop's timer overshoot.
@@ -22,14 +25,15 @@ class Sleeper:
         self.gain = gain
         self.max_lead = max_lead
 
-    async def until(self, target: float) -> None:
-        """Return at ``target`` (or at once if it has passed)."""
+    async def until(self, target: float) -> bool:
+        """Return at ``target`` (or at once if it has passed); True if it slept."""
         delay = target - time.monotonic() - self.lead
         if delay <= 0:
-            return
+            return False
         await asyncio.sleep(delay)
         error = time.monotonic() - target
         self.lead = min(max(self.lead + self.gain * error, 0.0), self.max_lead)
+        return True
 
 
 class Scheduler:
@@ -75,6 +79,7 @@ class SequenceClock:
         self._prefill = scheduler.prefill_sleeper
         self._decode = scheduler.decode_sleeper
         self.due = start
+        self._unslept = 0  # tokens in a row that were due at once
 
     async def prefill(self, uncached_tokens: int) -> None:
         """Sleep through the prefill, counted from ``start`` (arrival, or admission if queued).
@@ -93,4 +98,13 @@ class SequenceClock:
         gap = self.engine.inter_token_seconds()
         now = time.monotonic()
         self.due = self.due + gap if self.due + gap >= now else now + gap
-        await self._decode.until(self.due)
+        if await self._decode.until(self.due):
+            self._unslept = 0
+            return
+        self._unslept += 1
+        if self._unslept >= BURST_TOKENS:
+            # Tokens due at once (no modeled latency, a late schedule) never wait, and
+            # writing them does not either: yield now and then so that one long answer
+            # does not hold the event loop, and every other client, until it ends.
+            self._unslept = 0
+            await asyncio.sleep(0)

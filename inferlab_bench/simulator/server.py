@@ -15,8 +15,8 @@ import uvicorn
 
 from inferlab_bench.errors import ServerError
 from inferlab_bench.simulator.app import Simulator, build_app
-from inferlab_bench.simulator.arrival import stamping_protocol
 from inferlab_bench.simulator.config import SimulatorConfig
+from inferlab_bench.simulator.connection import serving_protocol
 from inferlab_bench.simulator.generation import DroppedConnection
 from inferlab_bench.simulator.ground_truth import GroundTruthLog
 
@@ -62,6 +62,7 @@ def running_simulator(config: SimulatorConfig) -> Iterator[RunningSimulator]:
             server.should_exit = True
             thread.join(timeout=10)
             sock.close()
+            sim.tokenizer.close()
 
 
 def _uvicorn_config(sim: Simulator, config: SimulatorConfig) -> uvicorn.Config:
@@ -74,8 +75,8 @@ def _uvicorn_config(sim: Simulator, config: SimulatorConfig) -> uvicorn.Config:
         access_log=False,
         lifespan="off",
         timeout_graceful_shutdown=1,
-        timeout_keep_alive=30,
-        http=stamping_protocol() or "auto",
+        timeout_keep_alive=max(1, round(config.limits.idle_timeout_seconds)),
+        http=serving_protocol(config.limits.idle_timeout_seconds) or "auto",
     )
 
 

@@ -51,6 +51,18 @@ def test_server_not_listening(population: dict[str, Any], tmp_path: Path, check_
     assert result.native_command == []  # AIPerf never started
 
 
+def test_server_not_listening_with_a_reset_to_detect(
+    population: dict[str, Any], tmp_path: Path, check_v6: Any
+) -> None:
+    # Detecting the reset asks the server first; it said "framework is unknown" here.
+    request = make_request(
+        port=9, artifact_dir=tmp_path, population=population, reset_prefix_cache=True
+    )
+    result = run_case(request)
+    failed(result, check_v6, "endpoint http://127.0.0.1:9: nothing is listening")
+    assert result.native_command == []
+
+
 def test_population_digest_is_verified_before_running(
     population: dict[str, Any], tmp_path: Path, check_v6: Any
 ) -> None:

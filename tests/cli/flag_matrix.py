@@ -24,6 +24,7 @@ from annotated_types import Ge, Gt, Le, Lt, MinLen
 from pydantic import BaseModel
 
 from inferlab_bench.cli import build_parser, main
+from inferlab_bench.cli.simulate import SimulateCommandFlags
 from inferlab_bench.runs import options
 from inferlab_bench.runs.flagvalues import Kind
 from inferlab_bench.runs.rules import GOOD
@@ -140,7 +141,7 @@ COMMANDS = (
         options.CaseCommandFlags,
         lambda f: {"input": str(f.file), "output": str(f.out / "result.json")},
     ),
-    Command(("simulate",), options.SimulateFlags, lambda f: {"port": "0"}),
+    Command(("simulate",), SimulateCommandFlags, lambda f: {"port": "0"}),
     Command(("dataset", "fetch"), options.DatasetFlags, lambda f: {"name": "sharegpt"}),
     Command(("dataset", "verify"), options.DatasetVerifyFlags, lambda f: {"target": str(f.file)}),
     Command(("dataset", "path"), options.DatasetFlags, lambda f: {"name": "sharegpt"}),

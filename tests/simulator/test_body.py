@@ -46,3 +46,16 @@ def test_completion_prompt_forms() -> None:
     assert isinstance(_parse({"prompt": "text"}, chat=False), GenerationRequest)
     req = _parse({"prompt": [1, 2, 3]}, chat=False)
     assert isinstance(req, GenerationRequest) and req.prompt == [1, 2, 3]
+
+
+def test_messages_must_be_roles_with_text_content() -> None:
+    for bad, says in (
+        ([1], "messages[0]: an object with a string role"),
+        ([{"content": "x"}], "messages[0]: an object with a string role"),
+        ([{"role": "user", "content": [["x"]]}], "messages[0].content: a string or a list"),
+        ([{"role": "user", "content": [{"type": "text", "text": 5}]}], "messages[0].content"),
+        ([{"role": "user", "content": 5}], "messages[0].content"),
+    ):
+        found = parse(orjson.dumps({"messages": bad}), chat=True)
+        assert isinstance(found, Rejection) and found.status == 400, bad
+        assert says in found.message, found.message

@@ -12,6 +12,7 @@ import pytest
 
 from inferlab_bench.cli import build_parser
 from inferlab_bench.cli.simulate import config_from_args
+from inferlab_bench.simulator import LimitsConfig
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -41,6 +42,23 @@ def test_flags_become_one_config() -> None:
     assert config.faults.reset_noop and config.latency.decode_base_ms == 3
     assert config_from_args(_args("--zero-latency")).latency.is_zero
     assert config_from_args(_args("--reset-endpoint", "none")).reset_endpoints == ()
+
+
+def test_bound_flags_become_the_limits() -> None:
+    limits = config_from_args(
+        _args("--max-n", "4", "--max-body-bytes", "2048", "--idle-timeout-seconds", "2.5")
+    ).limits
+    assert limits.max_n == 4 and limits.max_body_bytes == 2048
+    assert limits.idle_timeout_seconds == 2.5 and limits.max_messages == 4096  # the default
+    assert config_from_args(_args()).limits == LimitsConfig()
+
+
+def test_a_bad_bound_is_one_line_naming_its_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    from inferlab_bench.cli import main
+
+    assert main(["simulate", "--idle-timeout-seconds", "inf"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--idle-timeout-seconds" in err, err
 
 
 def test_subprocess_serves_until_sigterm() -> None:
