@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
+import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -22,9 +23,10 @@ from inferlab_bench.case import slo
 from inferlab_bench.case.metrics import STATISTICS
 from inferlab_bench.case.records import RecordColumns
 from inferlab_bench.errors import BundleError, InferlabError
-from inferlab_bench.layout import RECORDS_PARQUET, RESULT_FILE
+from inferlab_bench.layout import RECORDS_PARQUET, RESULT_FILE, VALIDITY_FILE
 from inferlab_bench.protocol import BenchClientRequest, BenchClientResult, ClientStatus
 from inferlab_bench.publish.evidence import member_model
+from inferlab_bench.validity.report import VALIDITY_SCHEMA, ValidityDocument
 
 RELATIVE = 1e-6
 """Figures recomputed from the same numbers agree to float rounding; this is far above it."""
@@ -49,6 +51,7 @@ def check_trial(
     """Refuse a trial whose result.json differs from its records; False when it has none."""
     name = f"{trial}/{RESULT_FILE}"
     result = member_model(where, name, members[name], BenchClientResult)
+    _check_validity(where, f"{trial}/{VALIDITY_FILE}", members)
     records_name = f"{trial}/{RECORDS_PARQUET}"
     if records_name not in members:
         return False
@@ -65,6 +68,19 @@ def check_trial(
             hint="the result was edited after the run; only figures its records support count",
         )
     return True
+
+
+def _check_validity(where: Path, name: str, members: Mapping[str, bytes]) -> None:
+    """validity.json, when there, is a validity document (the page and report read it)."""
+    if name not in members:
+        return
+    try:
+        document = orjson.loads(members[name])
+    except orjson.JSONDecodeError as exc:
+        raise BundleError(f"{where}: member {name} is not JSON ({exc})") from exc
+    if not isinstance(document, dict) or document.get("schema_name") != VALIDITY_SCHEMA:
+        raise BundleError(f"{where}: member {name} is not an {VALIDITY_SCHEMA} document")
+    member_model(where, name, members[name], ValidityDocument)
 
 
 def read_parquet(where: Path, name: str, data: bytes) -> RecordColumns:

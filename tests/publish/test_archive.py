@@ -14,6 +14,7 @@ import pytest
 from inferlab_bench.errors import BundleError
 from inferlab_bench.publish.archive import read_bundle, unpack
 from inferlab_bench.publish.contents import BUNDLE_SCHEMA
+from tests.publish.support import published_bundle
 
 
 def _index(members: dict[str, bytes]) -> bytes:
@@ -25,7 +26,7 @@ def _index(members: dict[str, bytes]) -> bytes:
         {
             "schema_name": BUNDLE_SCHEMA,
             "schema_version": 1,
-            "cases": [],
+            "cases": [{"path": "run", "label": "c=1", "trials": ["run"], "reset": None}],
             "population": None,
             "members": listed,
         }
@@ -76,23 +77,34 @@ def test_an_escaping_member_is_refused_naming_it(
     assert not (tmp_path.parent / "escape").exists()
 
 
-def test_a_clean_archive_unpacks_only_under_its_target(tmp_path: Path) -> None:
-    files = {"run/a/result.json": b'{"x":1}', "population/population.sha256": b"00\n"}
-    bundle = read_bundle(_archive(tmp_path / "ok.tar.gz", files))
+@pytest.fixture(scope="module")
+def real_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return published_bundle(tmp_path_factory.getbasetemp())
+
+
+def test_a_real_bundle_unpacks_only_under_its_target_without_its_page(
+    real_bundle: Path, tmp_path: Path
+) -> None:
+    bundle = read_bundle(real_bundle)
+    assert [c.path for c in bundle.cases] == ["run/01-c1", "run/02-c2"]
+    assert bundle.recomputed == 2  # both trials' figures recomputed from their records
     root = unpack(bundle, tmp_path / "target")
     written = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
-    assert written == ["BUNDLE.json", "population/population.sha256", "run/a/result.json"]
-    assert (root / "run/a/result.json").read_bytes() == b'{"x":1}'
+    assert "run/01-c1/result.json" in written and "BUNDLE.json" in written
+    assert "report.html" not in written  # a page in a bundle is the publisher's, never ours
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["target"]
 
 
-def test_a_planted_link_in_the_target_is_not_written_through(tmp_path: Path) -> None:
-    bundle = read_bundle(_archive(tmp_path / "ok.tar.gz", {"run/a.json": b"{}"}))
+def test_a_planted_link_in_the_target_is_not_written_through(
+    real_bundle: Path, tmp_path: Path
+) -> None:
+    bundle = read_bundle(real_bundle)
     outside = tmp_path / "outside"
     outside.mkdir()
     target = tmp_path / "target"
     target.mkdir()
     (target / "run").symlink_to(outside)
-    with pytest.raises(BundleError, match="member run/a.json would be written outside"):
+    with pytest.raises(BundleError, match="member run/.* would be written outside"):
         unpack(bundle, target)
     assert list(outside.iterdir()) == []
 
@@ -104,8 +116,16 @@ def test_unlisted_missing_and_corrupt_archives_are_named(tmp_path: Path) -> None
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(BundleError, match="member run/b.json is not listed in BUNDLE.json"):
+        read_bundle(path)  # refused as it streams by, before the listed one is missed
+    missing = tmp_path / "m.tar.gz"
+    with tarfile.open(missing, "w:gz") as tar:
+        data = _index({"run/a.json": b"{}"})
+        info = tarfile.TarInfo("BUNDLE.json")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
     with pytest.raises(BundleError, match="member run/a.json is listed in BUNDLE.json but missing"):
-        read_bundle(path)
+        read_bundle(missing)
     extra = tmp_path / "extra.tar.gz"
     with tarfile.open(extra, "w:gz") as tar:
         for name, data in (("BUNDLE.json", _index({})), ("run/b.json", b"{}")):
