@@ -142,5 +142,5 @@ def test_unlisted_missing_and_corrupt_archives_are_named(tmp_path: Path) -> None
     with tarfile.open(plain, "w:gz") as tar:  # an archive without an index
         info = tarfile.TarInfo("run/a.json")
         tar.addfile(info, io.BytesIO(b""))
-    with pytest.raises(BundleError, match="no BUNDLE.json index"):
+    with pytest.raises(BundleError, match="the first member is .run/a.json., not BUNDLE.json"):
         read_bundle(plain)
