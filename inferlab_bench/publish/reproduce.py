@@ -75,7 +75,7 @@ def reproduce(settings: ReproduceSettings, progress: ProgressSink = NULL_PROGRES
     started = time.monotonic()
     out = settings.out.resolve()
     bundle = read_bundle(settings.bundle)
-    plans = _plans(bundle, settings, out)  # every path and reset call judged before any write
+    plans = plan_cases(bundle, settings, out)  # every path and reset call judged before any write
     baseline = None if settings.baseline is None else load_baseline(settings.baseline)
     published_root = unpack(bundle, out / PUBLISHED_DIR)
     population = _population(bundle, published_root, settings)
@@ -103,7 +103,7 @@ def reproduce(settings: ReproduceSettings, progress: ProgressSink = NULL_PROGRES
     return Reproduction(out, tuple(verdicts), document, against)
 
 
-def _plans(bundle: Bundle, settings: ReproduceSettings, out: Path) -> list[tuple[Path, str | None]]:
+def plan_cases(bundle: Bundle, settings: ReproduceSettings, out: Path) -> list[tuple[Path, str | None]]:
     """Per case: the folder its re-run writes into and the reset option it runs with."""
     plans = []
     for case in bundle.cases:
@@ -115,11 +115,11 @@ def _plans(bundle: Bundle, settings: ReproduceSettings, out: Path) -> list[tuple
                         f"which resolves outside --out {out}",
                         hint="remove the link in the --out folder, or use an empty --out",
                     )
-        plans.append((out / REPRODUCED_DIR / case.path, _reset_option(bundle, case, settings)))
+        plans.append((out / REPRODUCED_DIR / case.path, reset_option(bundle, case, settings)))
     return plans
 
 
-def _reset_option(bundle: Bundle, case: BundleCase, settings: ReproduceSettings) -> str | None:
+def reset_option(bundle: Bundle, case: BundleCase, settings: ReproduceSettings) -> str | None:
     """The documented reset the case's evidence records, or the user's own; never the bundle's
     own choice of an HTTP call."""
     if not case.request.definition.reset_prefix_cache:

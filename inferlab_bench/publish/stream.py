@@ -165,7 +165,7 @@ def _listed(
         raise BundleError(f"{path}: member {name} is not listed in {INDEX_FILE}")
     if info.size != entry.size:
         raise BundleError(
-            f"{path}: member {name} is {info.size} bytes, {INDEX_FILE} says {entry.size}",
+            f"{path}: member {name} differs: {info.size} bytes, {INDEX_FILE} says {entry.size}",
             hint="the bundle was altered or damaged after it was made",
         )
     return entry

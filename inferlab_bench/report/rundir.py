@@ -122,7 +122,7 @@ def _trial_name(listing: Path, name: object) -> str:
 
 
 def _validity(directory: Path, artifacts: list[Path]) -> dict[str, Any] | None:
-    candidates = [p for p in artifacts if p.name == VALIDITY_FILE] + [directory / VALIDITY_FILE]
+    candidates = [directory / VALIDITY_FILE] + [p for p in artifacts if p.name == VALIDITY_FILE]
     candidate = next((c for c in candidates if c.is_file()), None)
     if candidate is None:
         return None
