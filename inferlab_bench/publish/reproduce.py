@@ -103,7 +103,9 @@ def reproduce(settings: ReproduceSettings, progress: ProgressSink = NULL_PROGRES
     return Reproduction(out, tuple(verdicts), document, against)
 
 
-def plan_cases(bundle: Bundle, settings: ReproduceSettings, out: Path) -> list[tuple[Path, str | None]]:
+def plan_cases(
+    bundle: Bundle, settings: ReproduceSettings, out: Path
+) -> list[tuple[Path, str | None]]:
     """Per case: the folder its re-run writes into and the reset option it runs with."""
     plans = []
     for case in bundle.cases:
