@@ -142,8 +142,9 @@ def _validity(directory: Path, artifacts: list[Path]) -> dict[str, Any] | None:
 
 
 def _parse(model: type[ModelT], path: Path) -> ModelT:
+    data = _read(path)
     try:
-        return parse_request(model, _read(path))
+        return parse_request(model, data)
     except RequestError as exc:
         raise RequestError(f"{path}: {exc.message}", hint=_HINT) from exc
 
@@ -159,4 +160,6 @@ def _read(path: Path) -> bytes:
     try:
         return path.read_bytes()
     except OSError as exc:
-        raise RequestError(f"{path}: cannot read ({exc.strerror or exc})", hint=_HINT) from exc
+        raise RequestError(
+            f"{path}: cannot read saved result ({exc.strerror or exc})", hint=_HINT
+        ) from exc
