@@ -91,6 +91,13 @@ def _run(flags: ReproduceFlags) -> int:
         show(verdict_table(case, title=f"{case.label}: baseline {flags.baseline} vs reproduced"))
         for line in case_lines(case):
             show(Text(line))
+    document = outcome.document
+    show(
+        Text(
+            f"published figures recomputed from their records: "
+            f"{document['published_trials_recomputed']} of {document['published_trials']} trials"
+        )
+    )
     counts = ", ".join(f"{n} {word}" for word, n in sorted(summary_counts(outcome.cases).items()))
     show(Text(f"verdicts: {counts}; in {outcome.directory / 'reproduction.json'}"))
     return 0

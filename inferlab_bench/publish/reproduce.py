@@ -238,6 +238,8 @@ def _document(
         "server": {"url": settings.url, "model": settings.served_name},
         "tokenizer": str(settings.tokenizer.resolve()),
         "population_sha256": None if population is None else population.sha256,
+        "published_trials_recomputed": bundle.recomputed,
+        "published_trials": bundle.trials,
         "reprepared": settings.reprepare,
         "trials": settings.trials,
         "confidence": settings.verdict.confidence,

@@ -163,7 +163,8 @@ def test_a_reproduction_page_escapes_every_planted_field(real_bundle: Path, tmp_
             "not_comparable": [plant("not-comparable")],
             "caveats": [plant("caveat")],
             "limits": [plant("limit")],
-            "metrics": [metric, {**metric, "verdict": "faster"}],
+            # "test" is shown where there is no reason
+            "metrics": [metric, {**metric, "verdict": "faster", "reason": None}],
         }
 
     document = {
