@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 
 from inferlab_bench.errors import BundleError
 from inferlab_bench.protocol import describe_validation_error
@@ -90,7 +90,7 @@ class PopulationEntry(_Strict):
     path: str
     sha256: Sha256
     entries: Annotated[int, Field(ge=1, le=100_000_000)]
-    preparation: dict[str, Any] | None = None
+    preparation: Annotated[dict[str, JsonValue], Field(max_length=MAX_FACTS)] | None = None
     """Read again by ``reprepare``, which compares each field with the new manifest."""
 
     _path = field_validator("path")(_safe_name)
