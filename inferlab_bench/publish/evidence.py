@@ -27,7 +27,6 @@ DOCUMENTED_RESETS: dict[tuple[str, str], str] = {
     call: name for name, call in FRAMEWORK_RESETS.items() if call is not None
 }
 """(method, path) -> the framework whose documented reset call it is."""
-RESET_NAMES = frozenset({*DOCUMENTED_RESETS.values(), "none"})
 M = TypeVar("M", bound=BaseModel)
 TrialName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")]
 

@@ -29,18 +29,19 @@ from inferlab_bench.protocol import (
 from inferlab_bench.publish import comparable
 from inferlab_bench.publish.archive import Bundle, read_bundle, unpack
 from inferlab_bench.publish.baselines import baseline_document, judge_against, load_baseline
-from inferlab_bench.publish.evidence import RESET_NAMES, BundleCase
+from inferlab_bench.publish.evidence import DOCUMENTED_RESETS, BundleCase
 from inferlab_bench.publish.reprepare import reprepare
 from inferlab_bench.publish.verdict import DEFAULT_SETTINGS, CaseVerdict, Settings, judge_case
 from inferlab_bench.report.rundir import SavedCase, load_case
 from inferlab_bench.runs.population import population_facts
 from inferlab_bench.runs.requests import Target, endpoint_input
-from inferlab_bench.runs.trials import run_trials
+from inferlab_bench.runs.trials import run_trials, trial_dir
 
 REPRODUCTION_FILE = "reproduction.json"
 REPRODUCTION_SCHEMA = "inferlab-reproduction-v1"
 PUBLISHED_DIR = "published"
 REPRODUCED_DIR = "reproduced"
+DOCUMENTED_NAMES = frozenset(DOCUMENTED_RESETS.values())
 
 
 @dataclass(frozen=True)
@@ -109,15 +110,17 @@ def plan_cases(
     """Per case: the folder its re-run writes into and the reset option it runs with."""
     plans = []
     for case in bundle.cases:
-        for name in (*case.trials, case.path):
-            for root in (out / PUBLISHED_DIR, out / REPRODUCED_DIR):
-                if not (root / name).resolve().is_relative_to(out):
-                    raise ReproductionError(
-                        f"{bundle.path}: case {case.path} would be written at {root / name}, "
-                        f"which resolves outside --out {out}",
-                        hint="remove the link in the --out folder, or use an empty --out",
-                    )
-        plans.append((out / REPRODUCED_DIR / case.path, reset_option(bundle, case, settings)))
+        reproduced = out / REPRODUCED_DIR / case.path
+        folders = [out / PUBLISHED_DIR / name for name in (*case.trials, case.path)]
+        folders += [reproduced, *(trial_dir(reproduced, i) for i in range(1, settings.trials + 1))]
+        for folder in folders:
+            if not folder.resolve().is_relative_to(out):
+                raise ReproductionError(
+                    f"{bundle.path}: case {case.path} would be written at {folder}, "
+                    f"which resolves outside --out {out}",
+                    hint="remove the link in the --out folder, or use an empty --out",
+                )
+        plans.append((reproduced, reset_option(bundle, case, settings)))
     return plans
 
 
@@ -133,9 +136,9 @@ def reset_option(bundle: Bundle, case: BundleCase, settings: ReproduceSettings) 
     if case.reset.framework is None:
         raise ReproductionError(
             f"{bundle.path}: case {case.path} records the reset call {case.reset.text!r}, "
-            f"which is none of the documented ones ({', '.join(sorted(RESET_NAMES))})",
+            f"which is none of the documented ones ({', '.join(sorted(DOCUMENTED_NAMES))})",
             hint="a bundle never chooses an HTTP call on your server: pass "
-            "--prefix-cache-reset with the call your server needs",
+            "--reset-prefix-cache with the call your server needs",
         )
     return case.reset.framework
 

@@ -97,7 +97,7 @@ def test_an_undocumented_reset_is_refused_before_any_request_or_write(
     err = capsys.readouterr().err
     assert code == 1 and "Traceback" not in err
     assert "records the reset call 'DELETE:/v1/models/sim'" in err
-    assert "--prefix-cache-reset" in err or "--reset-prefix-cache" in err
+    assert "pass --reset-prefix-cache" in err
     assert accepted == []  # no request reached the server
     assert fingerprint(tmp_path) == before
 
@@ -121,15 +121,18 @@ def test_a_documented_reset_comes_from_the_checksummed_evidence(real_bundle: Pat
     assert [reset_option(bundle, c, settings) for c in bundle.cases] == ["vllm", "vllm"]
 
 
+@pytest.mark.parametrize(
+    "link", ["reproduced", "reproduced/run/01-c1/trial-03", "published/run/02-c2"]
+)
 def test_a_link_in_out_is_refused_before_any_request_or_write(
-    real_bundle: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    real_bundle: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], link: str
 ) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "trials.json").write_text("the user's own file\n")
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "reproduced").symlink_to(outside)
+    (out / link).parent.mkdir(parents=True)
+    (out / link).symlink_to(outside)
     before = fingerprint(tmp_path)
     with counting_listener() as (url, accepted):
         code = main(_reproduce(real_bundle, url, out))
