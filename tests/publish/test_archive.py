@@ -15,6 +15,7 @@ from inferlab_bench.errors import BundleError
 from inferlab_bench.publish.archive import read_bundle, unpack
 from inferlab_bench.publish.contents import BUNDLE_SCHEMA
 from tests.publish.support import published_bundle
+from tests.reliability import bundles as b
 
 
 def _index(members: dict[str, bytes]) -> bytes:
@@ -144,3 +145,40 @@ def test_unlisted_missing_and_corrupt_archives_are_named(tmp_path: Path) -> None
         tar.addfile(info, io.BytesIO(b""))
     with pytest.raises(BundleError, match="the first member is .run/a.json., not BUNDLE.json"):
         read_bundle(plain)
+
+
+def test_a_trials_folder_case_is_rebuilt_from_its_listing(
+    real_bundle: Path, tmp_path: Path
+) -> None:
+    """run/01-c1 made a ``--trials`` folder: its trials come from its checksummed trials.json."""
+    entries = b.read_entries(real_bundle)
+    moved = [
+        b.Entry(e.name.replace("run/01-c1/", "run/01-c1/trial-01/"), e.data)
+        if e.name.startswith("run/01-c1/")
+        else e
+        for e in entries
+    ]
+    listing = {"trials": ["trial-01", "trial-02"], "succeeded": ["trial-01"]}
+    index = b.index_of(moved)
+    for member in index["members"]:
+        member["path"] = member["path"].replace("run/01-c1/", "run/01-c1/trial-01/")
+    index["cases"][0]["trials"] = ["run/01-c1/trial-01"]
+    moved = b.add(
+        b.set_index(moved, index), b.Entry("run/01-c1/trials.json", json.dumps(listing).encode())
+    )
+    bundle = read_bundle(b.write_archive(tmp_path / "trials.tar.gz", moved))
+    assert [(c.path, c.trials) for c in bundle.cases] == [
+        ("run/01-c1", ("run/01-c1/trial-01",)),  # trial-02 is listed but holds no request
+        ("run/02-c2", ("run/02-c2",)),
+    ]
+    assert bundle.recomputed == 2
+
+
+def test_a_bundle_without_records_verifies_but_says_nothing_was_recomputed(
+    real_bundle: Path, tmp_path: Path
+) -> None:
+    entries = [e for e in b.read_entries(real_bundle) if not e.name.endswith("records.parquet")]
+    index = b.index_of(entries)
+    index["members"] = [m for m in index["members"] if not m["path"].endswith("records.parquet")]
+    bundle = read_bundle(b.write_archive(tmp_path / "bare.tar.gz", b.set_index(entries, index)))
+    assert (bundle.recomputed, bundle.trials) == (0, 2)
