@@ -276,3 +276,30 @@ def test_report_html_does_not_follow_a_trials_entry_out_of_the_folder(
     err = capsys.readouterr().err
     assert code == 1 and "resolves outside" in err and "Traceback" not in err
     assert not (tmp_path / "page.html").exists()
+
+
+@pytest.mark.parametrize(
+    "trials",
+    [5, "trial-01", ["../sweep/01-c1"], ["/etc"], [None]],
+    ids=["an-int", "a-string", "dotdot", "absolute", "null"],
+)
+@pytest.mark.parametrize("command", ["report-html", "bundle"])
+def test_a_trials_listing_that_is_no_list_of_folder_names_is_named(
+    real_bundle: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    trials: object,
+    command: str,
+) -> None:
+    folder = _trials_folder(real_bundle, tmp_path, {"trials": trials, "succeeded": ["trial-01"]})
+    target = tmp_path / ("page.html" if command == "report-html" else "b.tar.gz")
+    args = (
+        ["report", str(folder), "--html", str(target)]
+        if command == "report-html"
+        else ["bundle", str(folder), "--out", str(target)]
+    )
+    code = main(args)
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    assert "trials.json: trials must list folder names" in err
+    assert not target.exists()
