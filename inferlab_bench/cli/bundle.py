@@ -38,10 +38,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(flags: BundleFlags) -> int:
+    checked = ""
     try:
         if flags.verify is not None:
             bundle = read_bundle(flags.verify)
             index, what = bundle.index, f"{flags.verify}: verified"
+            checked = (
+                f"; the figures of {bundle.recomputed} of {bundle.trials} trial(s) recomputed "
+                "from their records"
+            )
         else:
             assert flags.directory is not None and flags.out is not None  # the rules say so
             made = write_bundle(flags.directory, flags.out, records=not flags.no_records)
@@ -61,5 +66,5 @@ def _run(flags: BundleFlags) -> int:
     for case in index["cases"]:
         show(Text(f"  {case['path']}: {case['label']}, {len(case['trials'])} trial(s)"))
     if flags.verify is not None:
-        print("every member's sha256 matches BUNDLE.json", file=sys.stderr)
+        print(f"every member's sha256 matches BUNDLE.json{checked}", file=sys.stderr)
     return 0

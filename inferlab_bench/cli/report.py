@@ -50,9 +50,9 @@ def _run(args: ReportFlags) -> int:
                 f"{args.directory}: no result.json here or in its sub-directories",
                 hint="point at the --out directory of `inferlab-bench run` or `sweep`",
             )
+        summaries = trial_summaries(args.directory)
     except InferlabError as exc:
         return report_error(exc)
-    summaries = trial_summaries(args.directory)
     if args.as_json:
         print_json(cases_document(cases, summaries, key=lambda c: c.label))
         return 0

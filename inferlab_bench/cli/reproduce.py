@@ -6,6 +6,7 @@ import argparse
 
 from rich.text import Text
 
+from inferlab_bench.case.reset import OPTION_HELP
 from inferlab_bench.cli.caseflags import aiperf_echo
 from inferlab_bench.cli.flags import bind, with_flags
 from inferlab_bench.cli.progress import stderr_progress
@@ -45,6 +46,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="smallest relative difference called faster/slower, 0-1 (default 0.05)",
     )
     parser.add_argument(
+        "--reset-prefix-cache",
+        help="the reset call for cases that reset the prefix cache "
+        f"({OPTION_HELP}); needed when a bundle records a call that is none of these",
+    )
+    parser.add_argument(
         "--json", dest="as_json", action="store_true", help="print the verdicts as JSON"
     )
     parser.add_argument("--verbose", action="store_true", help="stream AIPerf's console output")
@@ -68,6 +74,7 @@ def _run(flags: ReproduceFlags) -> int:
         baseline=flags.baseline,
         verdict=Settings(tolerance=flags.tolerance),
         echo=aiperf_echo(flags.verbose),
+        prefix_cache_reset=flags.reset_prefix_cache,
     )
     try:
         outcome = reproduce(settings, progress=stderr_progress())
@@ -84,6 +91,13 @@ def _run(flags: ReproduceFlags) -> int:
         show(verdict_table(case, title=f"{case.label}: baseline {flags.baseline} vs reproduced"))
         for line in case_lines(case):
             show(Text(line))
+    document = outcome.document
+    show(
+        Text(
+            f"published figures recomputed from their records: "
+            f"{document['published_trials_recomputed']} of {document['published_trials']} trials"
+        )
+    )
     counts = ", ".join(f"{n} {word}" for word, n in sorted(summary_counts(outcome.cases).items()))
     show(Text(f"verdicts: {counts}; in {outcome.directory / 'reproduction.json'}"))
     return 0

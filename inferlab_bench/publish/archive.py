@@ -1,87 +1,71 @@
-"""Reading a bundle without trusting it: member checks, digests against BUNDLE.json, safe unpack.
+"""Reading a bundle without trusting it: streamed with caps, checked against itself, safe unpack.
 
-Nothing is ever extracted by ``tarfile`` itself. Every member must be a plain file or a
-directory with a relative name free of ``..``; a link of any kind, a device, an absolute
-name or one that climbs out is refused naming the member, before any byte is written.
+``read_bundle`` is the trust boundary. The archive streams through ``stream`` (caps, member
+headers, digests); the cases come from checksummed members (``evidence``), never from the
+unchecked index; every result.json is recomputed from its records (``consistency``); the
+population's digest is checked everywhere it is named. Only then may anything be written,
+and then only under the target, by our atomic writer.
 """
 
 from __future__ import annotations
 
 import hashlib
-import tarfile
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 from inferlab_bench.atomic import write_bytes_atomic
 from inferlab_bench.errors import BundleError
-from inferlab_bench.protocol import BenchClientRequest, parse_request
-from inferlab_bench.publish.contents import BUNDLE_SCHEMA, INDEX_FILE
+from inferlab_bench.protocol import BenchClientRequest
+from inferlab_bench.publish.consistency import check_trial
+from inferlab_bench.publish.contents import INDEX_FILE, REPORT_FILE
+from inferlab_bench.publish.evidence import BundleCase, bundle_cases
+from inferlab_bench.publish.stream import Caps, member_problem, stream_members
+from inferlab_bench.publish.trust import BundleIndex
 
-MAX_MEMBER_BYTES = 2 * 1024**3
+__all__ = ["Bundle", "member_problem", "read_bundle", "unpack"]
+
+NEVER_UNPACKED = frozenset({REPORT_FILE})
+"""A page in a bundle is the stranger's, not ours: it is verified but never written out
+(``report --html`` on the unpacked folder renders our own)."""
 
 
 @dataclass(frozen=True)
 class Bundle:
-    """A bundle read into memory and verified: its index and every member's bytes."""
+    """A verified bundle: its typed index, its cases (from its members) and every member."""
 
     path: Path
-    index: dict[str, Any]
+    typed: BundleIndex
+    cases: tuple[BundleCase, ...]
     members: dict[str, bytes]
+    recomputed: int = 0
+    """How many trials' figures were recomputed from their records (all, with records)."""
 
     @property
-    def cases(self) -> list[dict[str, Any]]:
-        cases: list[dict[str, Any]] = self.index["cases"]
-        return cases
+    def index(self) -> dict[str, Any]:
+        return self.typed.document()
+
+    @property
+    def trials(self) -> int:
+        return sum(len(c.trials) for c in self.cases)
 
     def request(self, trial: str) -> BenchClientRequest:
-        return parse_request(BenchClientRequest, self.members[f"{trial}/request.json"])
+        for case in self.cases:
+            if trial in case.trials:
+                return case.requests[case.trials.index(trial)]
+        raise KeyError(trial)
 
 
-def member_problem(info: tarfile.TarInfo) -> str | None:
-    """Why a member may not be unpacked (None when it is a safe file or directory)."""
-    name = info.name
-    if "\x00" in name or "\\" in name:
-        return "has a NUL or backslash in its name"
-    pure = PurePosixPath(name)
-    if pure.is_absolute():
-        return "has an absolute name"
-    if ".." in pure.parts:
-        return "has a '..' component (it would land outside the target)"
-    if info.issym() or info.islnk():
-        return f"is a link (to {info.linkname!r}); a bundle holds plain files only"
-    if not (info.isfile() or info.isdir()):
-        return "is not a plain file or directory (a device, FIFO...)"
-    if info.size > MAX_MEMBER_BYTES:
-        return f"is {info.size} bytes, more than a bundle member may be"
-    return None
-
-
-def read_bundle(path: Path) -> Bundle:
-    """Read and verify every member of ``path`` against BUNDLE.json; raise naming the first
-    member that is unsafe, missing, unlisted or whose sha256 differs."""
-    members = _members(path)
-    if INDEX_FILE not in members:
-        raise BundleError(
-            f"{path}: no {INDEX_FILE} index", hint="make it with `inferlab-bench bundle`"
-        )
-    index = _index(path, members.pop(INDEX_FILE))
-    listed = {m["path"]: m for m in index["members"]}
-    if missing := sorted(listed.keys() - members.keys()):
-        raise BundleError(f"{path}: member {missing[0]} is listed in {INDEX_FILE} but missing")
-    if unlisted := sorted(members.keys() - listed.keys()):
-        raise BundleError(f"{path}: member {unlisted[0]} is not listed in {INDEX_FILE}")
-    for name in sorted(listed):
-        actual = hashlib.sha256(members[name]).hexdigest()
-        if actual != listed[name]["sha256"]:
-            raise BundleError(
-                f"{path}: member {name} differs: sha256 {actual}, "
-                f"{INDEX_FILE} says {listed[name]['sha256']}",
-                hint="the bundle was altered or damaged after it was made",
-            )
-    bundle = Bundle(path, index, members)
+def read_bundle(path: Path, caps: Caps | None = None) -> Bundle:
+    """Verify ``path`` whole before anything is used; raise naming the first thing that lies."""
+    index, members = stream_members(path, caps)
+    cases = tuple(bundle_cases(path, index, members))
+    recomputed = sum(
+        check_trial(path, trial, members, case.request) for case in cases for trial in case.trials
+    )
+    bundle = Bundle(path, index, cases, members, recomputed)
     _check_population(bundle)
     return bundle
 
@@ -90,6 +74,8 @@ def unpack(bundle: Bundle, target: Path) -> Path:
     """Write every member of a verified bundle under ``target`` (each write atomic)."""
     root = target.resolve()
     for name, data in sorted(bundle.members.items()):
+        if name in NEVER_UNPACKED:
+            continue
         destination = (root / name).resolve()
         if not destination.is_relative_to(root):  # a planted link in target itself
             raise BundleError(f"{bundle.path}: member {name} would be written outside {root}")
@@ -98,62 +84,26 @@ def unpack(bundle: Bundle, target: Path) -> Path:
     return root
 
 
-def _members(path: Path) -> dict[str, bytes]:
-    members: dict[str, bytes] = {}
-    try:
-        with tarfile.open(path, mode="r:gz") as tar:
-            for info in tar:
-                problem = member_problem(info)
-                if problem is not None:
-                    raise BundleError(f"{path}: member {info.name!r} {problem}; nothing unpacked")
-                if info.isdir():
-                    continue
-                name = PurePosixPath(info.name).as_posix()
-                if name in members:
-                    raise BundleError(f"{path}: member {name} appears twice")
-                handle = tar.extractfile(info)
-                assert handle is not None  # a regular file always has content
-                members[name] = handle.read()
-    except (tarfile.TarError, EOFError, OSError) as exc:
-        raise BundleError(
-            f"{path}: not a readable .tar.gz bundle ({exc})",
-            hint="make it with `inferlab-bench bundle`; a truncated download reads like this",
-        ) from exc
-    return members
-
-
-def _index(path: Path, blob: bytes) -> dict[str, Any]:
-    try:
-        index = orjson.loads(blob)
-    except orjson.JSONDecodeError as exc:
-        raise BundleError(f"{path}: {INDEX_FILE} is not JSON ({exc})") from exc
-    if not isinstance(index, dict) or index.get("schema_name") != BUNDLE_SCHEMA:
-        raise BundleError(f"{path}: {INDEX_FILE} is not an {BUNDLE_SCHEMA} index")
-    members = index.get("members")
-    if not isinstance(members, list) or not all(
-        isinstance(m, dict) and isinstance(m.get("path"), str) and isinstance(m.get("sha256"), str)
-        for m in members
-    ):
-        raise BundleError(f"{path}: {INDEX_FILE} members must list path and sha256")
-    return index
-
-
 def _check_population(bundle: Bundle) -> None:
     """The population's bytes hash to the digest the index, its .sha256 and every case name."""
-    entry = bundle.index.get("population")
+    entry = bundle.typed.population
+    requests = [r for c in bundle.cases for r in c.requests]
     if entry is None:
+        if any(r.population is not None for r in requests):
+            raise BundleError(f"{bundle.path}: the cases replay a population the index omits")
         return
-    name = entry["path"]
+    name = entry.path
+    if name not in bundle.members:
+        raise BundleError(f"{bundle.path}: population {name} is not a member of the bundle")
     actual = hashlib.sha256(bundle.members[name]).hexdigest()
-    claims = {f"{INDEX_FILE} population.sha256": entry["sha256"]}
+    claims = {f"{INDEX_FILE} population.sha256": entry.sha256}
     sha_file = name.rsplit("/", 1)[0] + "/population.sha256"
     if sha_file in bundle.members:
-        claims[sha_file] = bundle.members[sha_file].decode(errors="replace").split()[0]
+        claims[sha_file] = (bundle.members[sha_file].decode(errors="replace").split() or [""])[0]
     for case in bundle.cases:
-        for trial in case["trials"]:
-            population = bundle.request(trial).population
-            if population is not None:
-                claims[f"{trial}/request.json population.sha256"] = population.sha256
+        for trial, request in zip(case.trials, case.requests, strict=True):
+            if request.population is not None:
+                claims[f"{trial}/request.json population.sha256"] = request.population.sha256
     for where, claimed in claims.items():
         if claimed != actual:
             raise BundleError(

@@ -44,6 +44,12 @@ class BundleOutcome:
 
 def write_bundle(root: Path, out: Path, *, records: bool = True) -> BundleOutcome:
     """Archive the run or sweep at ``root`` into ``out`` (written atomically)."""
+    if out.resolve().is_relative_to(root.resolve()):
+        raise BundleError(
+            f"--out {out}: inside the folder being bundled ({root}); the archive would "
+            "replace or join the run's own files",
+            hint="write the bundle beside the run, e.g. --out run.tar.gz",
+        )
     groups = case_groups(root)
     requests = [first_request(g) for g in groups]
     files = run_files(root, groups, records)

@@ -70,13 +70,24 @@ def _group(directory: Path) -> CaseGroup | None:
     listing = directory / TRIALS_FILE
     if listing.is_file():
         names = _json(listing).get("trials") or []
-        trials = tuple(
-            directory / str(n) for n in names if (directory / str(n) / RESULT_FILE).is_file()
-        )
+        if not isinstance(names, list) or not all(_plain_name(n) for n in names):
+            raise BundleError(
+                f"{listing}: trials must list folder names beside it (found {str(names)[:80]})",
+                hint="trials.json lists trial folders such as trial-01; this one was edited",
+            )
+        trials = tuple(directory / n for n in names if (directory / n / RESULT_FILE).is_file())
         return CaseGroup(directory, trials) if trials else None
     if (directory / RESULT_FILE).is_file():
         return CaseGroup(directory, (directory,))
     return None
+
+
+def _plain_name(name: object) -> bool:
+    return (
+        isinstance(name, str)
+        and name not in ("", ".", "..")
+        and not any(c in name for c in "/\\\x00")
+    )
 
 
 def run_files(root: Path, groups: list[CaseGroup], records: bool) -> dict[str, Path]:

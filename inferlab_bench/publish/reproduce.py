@@ -29,17 +29,19 @@ from inferlab_bench.protocol import (
 from inferlab_bench.publish import comparable
 from inferlab_bench.publish.archive import Bundle, read_bundle, unpack
 from inferlab_bench.publish.baselines import baseline_document, judge_against, load_baseline
+from inferlab_bench.publish.evidence import DOCUMENTED_RESETS, BundleCase
 from inferlab_bench.publish.reprepare import reprepare
 from inferlab_bench.publish.verdict import DEFAULT_SETTINGS, CaseVerdict, Settings, judge_case
 from inferlab_bench.report.rundir import SavedCase, load_case
 from inferlab_bench.runs.population import population_facts
 from inferlab_bench.runs.requests import Target, endpoint_input
-from inferlab_bench.runs.trials import run_trials
+from inferlab_bench.runs.trials import run_trials, trial_dir
 
 REPRODUCTION_FILE = "reproduction.json"
 REPRODUCTION_SCHEMA = "inferlab-reproduction-v1"
 PUBLISHED_DIR = "published"
 REPRODUCED_DIR = "reproduced"
+DOCUMENTED_NAMES = frozenset(DOCUMENTED_RESETS.values())
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,9 @@ class ReproduceSettings:
     """A peer's result file (vLLM, GuideLLM) to judge the reproduced cases against as well."""
     verdict: Settings = DEFAULT_SETTINGS
     echo: IO[str] | None = None
+    prefix_cache_reset: str | None = None
+    """``--prefix-cache-reset`` given by the user: the only way a reset call that is none of
+    the documented frameworks' is made."""
 
 
 @dataclass(frozen=True)
@@ -71,25 +76,20 @@ def reproduce(settings: ReproduceSettings, progress: ProgressSink = NULL_PROGRES
     started = time.monotonic()
     out = settings.out.resolve()
     bundle = read_bundle(settings.bundle)
+    plans = plan_cases(bundle, settings, out)  # every path and reset call judged before any write
     baseline = None if settings.baseline is None else load_baseline(settings.baseline)
     published_root = unpack(bundle, out / PUBLISHED_DIR)
     population = _population(bundle, published_root, settings)
     here = fingerprint(str(settings.tokenizer)) if population is not None else None
     verdicts, runs = [], []
     progress.begin(f"reproducing {len(bundle.cases)} cases", len(bundle.cases), unit="cases")
-    for case in bundle.cases:
-        published = _published(published_root, case["trials"])
-        request = rewrite(
-            bundle.request(case["trials"][0]),
-            settings,
-            population,
-            out / REPRODUCED_DIR / case["path"],
-        )
-        reset = case.get("reset") if request.definition.reset_prefix_cache else None
+    for case, (directory, reset) in zip(bundle.cases, plans, strict=True):
+        published = _published(published_root, case.trials)
+        request = rewrite(case.request, settings, population, directory)
         options = CaseOptions(prefix_cache_reset=reset, echo=settings.echo)
         reproduced = run_trials(request, options, settings.trials).trials
         runs.append(reproduced)
-        verdicts.append(_judge(case["label"], bundle, published, reproduced, here, settings))
+        verdicts.append(_judge(case.label, bundle, published, reproduced, here, settings))
         progress.advance()
     progress.end()
     document = _document(bundle, settings, out, verdicts, population, time.monotonic() - started)
@@ -102,6 +102,45 @@ def reproduce(settings: ReproduceSettings, progress: ProgressSink = NULL_PROGRES
         }
     write_bytes_atomic(out / REPRODUCTION_FILE, orjson.dumps(document, option=orjson.OPT_INDENT_2))
     return Reproduction(out, tuple(verdicts), document, against)
+
+
+def plan_cases(
+    bundle: Bundle, settings: ReproduceSettings, out: Path
+) -> list[tuple[Path, str | None]]:
+    """Per case: the folder its re-run writes into and the reset option it runs with."""
+    plans = []
+    for case in bundle.cases:
+        reproduced = out / REPRODUCED_DIR / case.path
+        folders = [out / PUBLISHED_DIR / name for name in (*case.trials, case.path)]
+        folders += [reproduced, *(trial_dir(reproduced, i) for i in range(1, settings.trials + 1))]
+        for folder in folders:
+            if not folder.resolve().is_relative_to(out):
+                raise ReproductionError(
+                    f"{bundle.path}: case {case.path} would be written at {folder}, "
+                    f"which resolves outside --out {out}",
+                    hint="remove the link in the --out folder, or use an empty --out",
+                )
+        plans.append((reproduced, reset_option(bundle, case, settings)))
+    return plans
+
+
+def reset_option(bundle: Bundle, case: BundleCase, settings: ReproduceSettings) -> str | None:
+    """The documented reset the case's evidence records, or the user's own; never the bundle's
+    own choice of an HTTP call."""
+    if not case.request.definition.reset_prefix_cache:
+        return None
+    if settings.prefix_cache_reset is not None:
+        return settings.prefix_cache_reset
+    if case.reset is None:
+        return None  # the case stage asks the server what it is, as for `run`
+    if case.reset.framework is None:
+        raise ReproductionError(
+            f"{bundle.path}: case {case.path} records the reset call {case.reset.text!r}, "
+            f"which is none of the documented ones ({', '.join(sorted(DOCUMENTED_NAMES))})",
+            hint="a bundle never chooses an HTTP call on your server: pass "
+            "--reset-prefix-cache with the call your server needs",
+        )
+    return case.reset.framework
 
 
 def rewrite(
@@ -153,7 +192,7 @@ def _population(
 
 
 def _published(root: Path, trials: Sequence[str]) -> tuple[SavedCase, ...]:
-    return tuple(load_case(root / t) for t in trials)
+    return tuple(load_case(root / t, inside=root) for t in trials)
 
 
 def _judge(
@@ -202,13 +241,15 @@ def _document(
         "server": {"url": settings.url, "model": settings.served_name},
         "tokenizer": str(settings.tokenizer.resolve()),
         "population_sha256": None if population is None else population.sha256,
+        "published_trials_recomputed": bundle.recomputed,
+        "published_trials": bundle.trials,
         "reprepared": settings.reprepare,
         "trials": settings.trials,
         "confidence": settings.verdict.confidence,
         "tolerance": settings.verdict.tolerance,
         "wall_seconds": round(seconds, 3),
         "cases": [
-            {**comparable.as_document(v), "directory": case["path"]}
+            {**comparable.as_document(v), "directory": case.path}
             for v, case in zip(verdicts, bundle.cases, strict=True)
         ],
     }

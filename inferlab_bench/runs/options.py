@@ -356,6 +356,8 @@ class ReproduceFlags(FlagModel):
     dataset: ExistingFile | None = None
     baseline: ExistingFile | None = None
     tolerance: Annotated[float, Field(ge=0.0, lt=1.0, allow_inf_nan=False)] = 0.05
+    reset_prefix_cache: ResetOption | None = None
+    """The reset call to make where a case reset its cache (a bundle never picks one itself)."""
     as_json: bool = False
     verbose: bool = False
 

@@ -14,6 +14,8 @@ import pytest
 from inferlab_bench.errors import BundleError
 from inferlab_bench.publish.archive import read_bundle, unpack
 from inferlab_bench.publish.contents import BUNDLE_SCHEMA
+from tests.publish.support import published_bundle
+from tests.reliability import bundles as b
 
 
 def _index(members: dict[str, bytes]) -> bytes:
@@ -25,7 +27,7 @@ def _index(members: dict[str, bytes]) -> bytes:
         {
             "schema_name": BUNDLE_SCHEMA,
             "schema_version": 1,
-            "cases": [],
+            "cases": [{"path": "run", "label": "c=1", "trials": ["run"], "reset": None}],
             "population": None,
             "members": listed,
         }
@@ -76,23 +78,34 @@ def test_an_escaping_member_is_refused_naming_it(
     assert not (tmp_path.parent / "escape").exists()
 
 
-def test_a_clean_archive_unpacks_only_under_its_target(tmp_path: Path) -> None:
-    files = {"run/a/result.json": b'{"x":1}', "population/population.sha256": b"00\n"}
-    bundle = read_bundle(_archive(tmp_path / "ok.tar.gz", files))
+@pytest.fixture(scope="module")
+def real_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return published_bundle(tmp_path_factory.getbasetemp())
+
+
+def test_a_real_bundle_unpacks_only_under_its_target_without_its_page(
+    real_bundle: Path, tmp_path: Path
+) -> None:
+    bundle = read_bundle(real_bundle)
+    assert [c.path for c in bundle.cases] == ["run/01-c1", "run/02-c2"]
+    assert bundle.recomputed == 2  # both trials' figures recomputed from their records
     root = unpack(bundle, tmp_path / "target")
     written = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
-    assert written == ["BUNDLE.json", "population/population.sha256", "run/a/result.json"]
-    assert (root / "run/a/result.json").read_bytes() == b'{"x":1}'
+    assert "run/01-c1/result.json" in written and "BUNDLE.json" in written
+    assert "report.html" not in written  # a page in a bundle is the publisher's, never ours
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["target"]
 
 
-def test_a_planted_link_in_the_target_is_not_written_through(tmp_path: Path) -> None:
-    bundle = read_bundle(_archive(tmp_path / "ok.tar.gz", {"run/a.json": b"{}"}))
+def test_a_planted_link_in_the_target_is_not_written_through(
+    real_bundle: Path, tmp_path: Path
+) -> None:
+    bundle = read_bundle(real_bundle)
     outside = tmp_path / "outside"
     outside.mkdir()
     target = tmp_path / "target"
     target.mkdir()
     (target / "run").symlink_to(outside)
-    with pytest.raises(BundleError, match="member run/a.json would be written outside"):
+    with pytest.raises(BundleError, match="member run/.* would be written outside"):
         unpack(bundle, target)
     assert list(outside.iterdir()) == []
 
@@ -104,8 +117,16 @@ def test_unlisted_missing_and_corrupt_archives_are_named(tmp_path: Path) -> None
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(BundleError, match="member run/b.json is not listed in BUNDLE.json"):
+        read_bundle(path)  # refused as it streams by, before the listed one is missed
+    missing = tmp_path / "m.tar.gz"
+    with tarfile.open(missing, "w:gz") as tar:
+        data = _index({"run/a.json": b"{}"})
+        info = tarfile.TarInfo("BUNDLE.json")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
     with pytest.raises(BundleError, match="member run/a.json is listed in BUNDLE.json but missing"):
-        read_bundle(path)
+        read_bundle(missing)
     extra = tmp_path / "extra.tar.gz"
     with tarfile.open(extra, "w:gz") as tar:
         for name, data in (("BUNDLE.json", _index({})), ("run/b.json", b"{}")):
@@ -122,5 +143,42 @@ def test_unlisted_missing_and_corrupt_archives_are_named(tmp_path: Path) -> None
     with tarfile.open(plain, "w:gz") as tar:  # an archive without an index
         info = tarfile.TarInfo("run/a.json")
         tar.addfile(info, io.BytesIO(b""))
-    with pytest.raises(BundleError, match="no BUNDLE.json index"):
+    with pytest.raises(BundleError, match="the first member is .run/a.json., not BUNDLE.json"):
         read_bundle(plain)
+
+
+def test_a_trials_folder_case_is_rebuilt_from_its_listing(
+    real_bundle: Path, tmp_path: Path
+) -> None:
+    """run/01-c1 made a ``--trials`` folder: its trials come from its checksummed trials.json."""
+    entries = b.read_entries(real_bundle)
+    moved = [
+        b.Entry(e.name.replace("run/01-c1/", "run/01-c1/trial-01/"), e.data)
+        if e.name.startswith("run/01-c1/")
+        else e
+        for e in entries
+    ]
+    listing = {"trials": ["trial-01", "trial-02"], "succeeded": ["trial-01"]}
+    index = b.index_of(moved)
+    for member in index["members"]:
+        member["path"] = member["path"].replace("run/01-c1/", "run/01-c1/trial-01/")
+    index["cases"][0]["trials"] = ["run/01-c1/trial-01"]
+    moved = b.add(
+        b.set_index(moved, index), b.Entry("run/01-c1/trials.json", json.dumps(listing).encode())
+    )
+    bundle = read_bundle(b.write_archive(tmp_path / "trials.tar.gz", moved))
+    assert [(c.path, c.trials) for c in bundle.cases] == [
+        ("run/01-c1", ("run/01-c1/trial-01",)),  # trial-02 is listed but holds no request
+        ("run/02-c2", ("run/02-c2",)),
+    ]
+    assert bundle.recomputed == 2
+
+
+def test_a_bundle_without_records_verifies_but_says_nothing_was_recomputed(
+    real_bundle: Path, tmp_path: Path
+) -> None:
+    entries = [e for e in b.read_entries(real_bundle) if not e.name.endswith("records.parquet")]
+    index = b.index_of(entries)
+    index["members"] = [m for m in index["members"] if not m["path"].endswith("records.parquet")]
+    bundle = read_bundle(b.write_archive(tmp_path / "bare.tar.gz", b.set_index(entries, index)))
+    assert (bundle.recomputed, bundle.trials) == (0, 2)
