@@ -9,6 +9,7 @@ which ``sglang.utils`` imports at the top). Its native request function is the s
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
 import subprocess
@@ -16,8 +17,6 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
-
-import importlib
 
 import pytest
 
