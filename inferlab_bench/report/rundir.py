@@ -84,8 +84,9 @@ def find_cases(root: Path) -> list[SavedCase]:
 
 
 def _validity(result: BenchClientResult, directory: Path) -> dict[str, Any] | None:
-    candidates = [a.path for a in result.raw_artifacts if a.path.name == VALIDITY_FILE]
-    candidates.append(directory / VALIDITY_FILE)
+    # The folder's own file first: a copied or moved folder must not read the original's.
+    candidates = [directory / VALIDITY_FILE]
+    candidates += [a.path for a in result.raw_artifacts if a.path.name == VALIDITY_FILE]
     for candidate in candidates:
         if candidate.is_file():
             loaded: dict[str, Any] = orjson.loads(candidate.read_bytes())
