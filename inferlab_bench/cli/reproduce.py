@@ -8,8 +8,8 @@ from rich.text import Text
 
 from inferlab_bench.cli.caseflags import aiperf_echo
 from inferlab_bench.cli.flags import bind, with_flags
-from inferlab_bench.cli.progress import stderr_progress
 from inferlab_bench.cli.render import print_json, report_error, show
+from inferlab_bench.cli.requestprogress import request_progress
 from inferlab_bench.errors import InferlabError
 from inferlab_bench.publish.reproduce import ReproduceSettings, reproduce
 from inferlab_bench.publish.tables import case_lines, summary_counts, verdict_table
@@ -70,7 +70,8 @@ def _run(flags: ReproduceFlags) -> int:
         echo=aiperf_echo(flags.verbose),
     )
     try:
-        outcome = reproduce(settings, progress=stderr_progress())
+        with request_progress(flags.out, None, plain=flags.as_json) as progress:
+            outcome = reproduce(settings, progress=progress)
     except InferlabError as exc:
         return report_error(exc)
     if flags.as_json:
