@@ -173,9 +173,10 @@ def _series(
     """One line; uncertified points starred and the line dashed; invalid points hollow."""
     shaky = key is not None and any(key in p.uncertified for p in points)
     name = f"{label} (* uncertified)" if shaky else label
-    (line,) = ax.plot(
-        xs, ys, linestyle=("--" if shaky else "-") if connect else "none", label=name, zorder=2
-    )
+    if connect:
+        (line,) = ax.plot(xs, ys, linestyle="--" if shaky else "-", label=name, zorder=2)
+    else:  # no line between trials: an empty one carries the legend's marker
+        (line,) = ax.plot([], [], linestyle="none", marker=marker, label=name)
     color = line.get_color()
     for x, y, p in zip(xs, ys, points, strict=True):
         starred = key is not None and key in p.uncertified
