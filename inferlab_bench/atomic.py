@@ -4,7 +4,9 @@ Every file we write goes through here. A write goes to a fresh temp file beside 
 target (created with O_EXCL, so never through a planted link), is fsynced, and is renamed
 over the target; a rename replaces a symbolic link itself, never the file it points to.
 A target that is not a regular file (a device, a FIFO, a socket, a directory, or a link to
-one of these) is refused with an ``OutputError`` naming it, and left untouched.
+one of these) is refused with an ``OutputError`` naming it, and left untouched. The file gets
+the mode the user's umask gives any new file (0644 under 022): results, plots, pages and
+bundles are published to others; mkstemp's 0600 is for secrets, and we write none.
 """
 
 from __future__ import annotations
@@ -234,7 +236,24 @@ def _fresh_temp(path: Path) -> tuple[int, Path]:
             prefix=f".{path.name}.{os.getpid()}.", suffix=".part", dir=path.parent
         ),
     )
+    with contextlib.suppress(OSError):  # a file system without modes keeps mkstemp's
+        os.fchmod(fd, 0o666 & ~current_umask())
     return fd, Path(name)
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it (``os.umask`` can only swap it, which
+    would race with another thread creating a file); the swap is the fallback off Linux."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def remove_stale_parts(path: Path) -> list[Path]:

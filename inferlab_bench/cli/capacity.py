@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import typing
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -27,8 +28,8 @@ from inferlab_bench.cli.caseflags import add_case_flags, case_options, target_fr
 from inferlab_bench.cli.flags import bind, check_run_size, namespace, usage_error, with_flags
 from inferlab_bench.cli.jsonmode import run_json_command
 from inferlab_bench.cli.kube_flags import add_kube_flags, kube_options, split_urls
-from inferlab_bench.cli.progress import stderr_progress
 from inferlab_bench.cli.render import EXIT_FAILED, print_json, report_error, show
+from inferlab_bench.cli.requestprogress import request_progress
 from inferlab_bench.errors import ConfigurationError, InferlabError
 from inferlab_bench.kube.job import KubeEngine
 from inferlab_bench.runs.advice import run_size_advice
@@ -130,13 +131,14 @@ def _run(flags: CapacityFlags) -> int:
     except ValueError as exc:  # the search model's own rules, worded for a person
         return usage_error(ConfigurationError(str(exc).splitlines()[-1]))
     try:
-        outcome = run_capacity(
-            request,
-            case_options(args),
-            args.out.resolve(),
-            progress=stderr_progress(),
-            engine=None if kube is None else KubeEngine(kube),
-        )
+        with request_progress(args.out, None, plain=args.as_json) as progress:
+            outcome = run_capacity(
+                request,
+                case_options(args),
+                args.out.resolve(),
+                progress=progress,
+                engine=None if kube is None else KubeEngine(kube),
+            )
     except InferlabError as exc:
         return report_error(exc)
     render(outcome, spec, as_json=args.as_json)
@@ -197,12 +199,12 @@ def answer_table(outcome: CapacityOutcome, spec: SearchSpec) -> Table:
         ("lowest failing load", spec.label(a.lowest_failing)),
         ("first metric to breach", _breach(a.first_breach, a.first_breach_detail)),
         ("within SLO at capacity", _share(a.attainment_at_capacity)),
-        ("goodput at capacity", f"{_num(a.goodput_at_capacity)} req/s"),
+        ("goodput at capacity", _per_second(a.goodput_at_capacity, a.status.value)),
         (
             "certified at capacity",
             "-" if a.certified_at_capacity is None else str(a.certified_at_capacity),
         ),
-        ("planner", f"{a.confidence.get('planner')} ({a.confidence.get('convergence_reason')})"),
+        ("planner", _planner(a.confidence)),
         (
             "probes",
             f"{len(outcome.probes)} run, {sum(p.counted for p in outcome.probes)} counted, "
@@ -232,6 +234,15 @@ def _run_json(flags: CapacityJsonFlags) -> int:
         failed_result=lambda message, raw: CapacityResult(status="failed", error=message),
         what="capacity search",
     )
+
+
+def _per_second(value: float | None, status: str) -> str:
+    return f"none ({status}: no load is claimed)" if value is None else f"{value:.3f} req/s"
+
+
+def _planner(confidence: Mapping[str, Any]) -> str:
+    reason = confidence.get("convergence_reason") or "it had not converged when the search stopped"
+    return f"{confidence.get('planner')} ({reason})"
 
 
 def _breach(metric: str | None, detail: str | None) -> str:

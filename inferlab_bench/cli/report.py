@@ -13,6 +13,7 @@ from inferlab_bench.cli.outcome import cases_document, show_verdicts
 from inferlab_bench.cli.render import print_json, report_error, show
 from inferlab_bench.errors import InferlabError, RequestError
 from inferlab_bench.publish.html import build_page
+from inferlab_bench.report.check import check_folder
 from inferlab_bench.report.figures import case_plots
 from inferlab_bench.report.rundir import find_cases, trial_summaries
 from inferlab_bench.report.tables import case_table, sweep_table
@@ -33,6 +34,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument(
         "--html", help="also write one self-contained HTML page (run, sweep, bundle, reproduction)"
     )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="check that the folder's numbers, verdicts and marks agree (exit 1 if not)",
+    )
     bind(parser, run)
 
 
@@ -41,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: ReportFlags) -> int:
+    if args.check:
+        return _check(args.directory, as_json=args.as_json)
     if args.html is not None:
         return _html(args.directory, args.html)
     try:
@@ -74,3 +82,31 @@ def _html(directory: Path, target: Path) -> int:
         return report_error(exc)
     show(Text(f"html: {target}"))
     return 0
+
+
+def _check(directory: Path, *, as_json: bool) -> int:
+    """Every check over the folder: the findings (exit 1), or a line saying all agree."""
+    report = check_folder(directory)
+    if not report.cases and not report.capacity_searches:
+        return report_error(
+            RequestError(
+                f"{directory}: no result.json or capacity.json here or below",
+                hint="point --check at a folder written by run, sweep, capacity, demo or reproduce",
+            )
+        )
+    if as_json:
+        print_json(report.as_json())
+        return 0 if report.consistent else 1
+    for note in report.notes:
+        show(Text(f"note: {note}", style="dim"))
+    for finding in report.findings:
+        show(Text(f"INCONSISTENT {finding.check}: {finding.path}: {finding.message}"))
+    checked = (
+        f"{report.cases} cases, {report.trials_folders} trials folders, "
+        f"{report.capacity_searches} capacity searches"
+    )
+    if report.consistent:
+        show(Text(f"check: consistent ({checked} under {directory})"))
+        return 0
+    show(Text(f"check: {len(report.findings)} inconsistencies ({checked} under {directory})"))
+    return 1

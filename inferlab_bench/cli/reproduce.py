@@ -9,8 +9,8 @@ from rich.text import Text
 from inferlab_bench.case.reset import OPTION_HELP
 from inferlab_bench.cli.caseflags import aiperf_echo
 from inferlab_bench.cli.flags import bind, with_flags
-from inferlab_bench.cli.progress import stderr_progress
 from inferlab_bench.cli.render import print_json, report_error, show
+from inferlab_bench.cli.requestprogress import request_progress
 from inferlab_bench.errors import InferlabError
 from inferlab_bench.publish.reproduce import ReproduceSettings, reproduce
 from inferlab_bench.publish.tables import case_lines, summary_counts, verdict_table
@@ -77,7 +77,8 @@ def _run(flags: ReproduceFlags) -> int:
         prefix_cache_reset=flags.reset_prefix_cache,
     )
     try:
-        outcome = reproduce(settings, progress=stderr_progress())
+        with request_progress(flags.out, None, plain=flags.as_json) as progress:
+            outcome = reproduce(settings, progress=progress)
     except InferlabError as exc:
         return report_error(exc)
     if flags.as_json:

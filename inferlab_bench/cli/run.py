@@ -9,6 +9,7 @@ from inferlab_bench.cli.flags import bind, check_run_size, namespace, usage_erro
 from inferlab_bench.cli.kube_flags import add_kube_flags, kube_options, render_dry_run, split_urls
 from inferlab_bench.cli.outcome import exit_code, render_cases
 from inferlab_bench.cli.render import report_error
+from inferlab_bench.cli.requestprogress import request_progress
 from inferlab_bench.errors import InferlabError
 from inferlab_bench.kube.job import KubeEngine
 from inferlab_bench.report.figures import case_plots
@@ -59,11 +60,13 @@ def _run(flags: RunFlags) -> int:
             return render_dry_run(dry_run([request], kube), as_json=args.as_json)
         options = case_options(args)
         engine = None if kube is None else KubeEngine(kube)
-        if args.trials > 1:
-            outcome = run_trials(request, options, args.trials, engine)
-            cases, summaries = list(outcome.trials), outcome.summaries
-        else:
-            cases, summaries = [run_and_save(request, options, engine)], ()
+        planned = (args.requests + args.warmup) * args.trials
+        with request_progress(args.out, planned, plain=args.as_json):
+            if args.trials > 1:
+                outcome = run_trials(request, options, args.trials, engine)
+                cases, summaries = list(outcome.trials), outcome.summaries
+            else:
+                cases, summaries = [run_and_save(request, options, engine)], ()
     except InferlabError as exc:
         return report_error(exc)
     case_plots(cases, args.out / "plots")

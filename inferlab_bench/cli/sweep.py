@@ -8,8 +8,8 @@ from inferlab_bench.cli.caseflags import add_case_flags, case_options, target_fr
 from inferlab_bench.cli.flags import bind, check_run_size, namespace, usage_error, with_flags
 from inferlab_bench.cli.kube_flags import add_kube_flags, kube_options, render_dry_run, split_urls
 from inferlab_bench.cli.outcome import exit_code, render_cases
-from inferlab_bench.cli.progress import stderr_progress
 from inferlab_bench.cli.render import report_error
+from inferlab_bench.cli.requestprogress import request_progress
 from inferlab_bench.errors import InferlabError
 from inferlab_bench.kube.job import KubeEngine
 from inferlab_bench.protocol import BenchLoadInput
@@ -62,15 +62,17 @@ def _run(flags: SweepFlags) -> int:
         if kube is not None and kube.dry_run:
             requests = sweep_requests(base, loads, args.out.resolve())
             return render_dry_run(dry_run(requests, kube), as_json=args.as_json)
-        outcome = run_sweep(
-            base,
-            loads,
-            case_options(args),
-            args.out.resolve(),
-            trials=args.trials,
-            progress=stderr_progress(),
-            engine=None if kube is None else KubeEngine(kube),
-        )
+        planned = (args.requests + args.warmup) * len(loads) * args.trials
+        with request_progress(args.out, planned, plain=args.as_json) as progress:
+            outcome = run_sweep(
+                base,
+                loads,
+                case_options(args),
+                args.out.resolve(),
+                trials=args.trials,
+                progress=progress,
+                engine=None if kube is None else KubeEngine(kube),
+            )
     except InferlabError as exc:
         return report_error(exc)
     render_cases(outcome.cases, (), as_json=args.as_json, out=args.out)

@@ -53,6 +53,23 @@ def uncertified(validity: Mapping[str, Any] | None) -> set[tuple[str, str]]:
     return marks
 
 
+def two_durations_note(result: BenchClientResult) -> str | None:
+    """Why goodput can print above throughput: goodput is good requests over the records'
+    request window (the DESIGN's duration), AIPerf's throughput is requests over its whole
+    profiling phase (phase_manifest.json's start to end), which holds that window and a few
+    ms more at each end; when (nearly) every request was good, goodput comes out higher."""
+    slo, throughput = result.request_slo, result.metrics.get("request_throughput")
+    if slo is None or not throughput or slo.goodput <= throughput:
+        return None
+    return (
+        f"goodput {slo.goodput:.3f} > throughput {throughput:.3f} req/s only because each has "
+        f"its own duration: goodput the records' request window "
+        f"({slo.profiling_duration_seconds:.4f} s), throughput AIPerf's whole profiling phase "
+        f"({result.completed_requests / throughput:.4f} s); over one duration "
+        f"{slo.good_requests} good <= {result.completed_requests} completed"
+    )
+
+
 def _marked(text: str, metric: str, stat: str, marks: set[tuple[str, str]]) -> str:
     return f"{text}*" if text != "-" and (metric, stat) in marks else text
 
@@ -81,6 +98,8 @@ def case_table(
                 f"({slo.profiling_duration_source})"
             )
         )
+        if note := two_durations_note(result):
+            parts.append(Text(f"note: {note}", style="dim"))
     return Group(*parts)
 
 
@@ -144,11 +163,14 @@ def sweep_table(cases: Sequence[SavedCase], title: str = "sweep") -> Table:
             column, justify="right" if column not in ("case", "load", "status") else "left"
         )
     marked = False
+    notes = []
     for case in cases:
         m, slo = case.result.metrics, case.result.request_slo
         marks = uncertified(case.validity)
         p99 = {key: _marked(fmt(m.get(f"p99_{key}")), key, "p99", marks) for key in _P99_KEYS}
         marked = marked or any(cell.endswith("*") for cell in p99.values())
+        if note := two_durations_note(case.result):
+            notes.append(f"{case.label}: {note}")
         table.add_row(
             case.label,
             load_label(case.request),
@@ -163,8 +185,9 @@ def sweep_table(cases: Sequence[SavedCase], title: str = "sweep") -> Table:
             "-" if slo is None else fmt(slo.goodput, 3),
             "-" if slo is None else f"{slo.good_request_ratio:.0%}",
         )
-    if marked:
-        table.caption = UNCERTIFIED_NOTE
+    captions = ([UNCERTIFIED_NOTE] if marked else []) + notes
+    if captions:
+        table.caption = "\n".join(captions)
     return table
 
 

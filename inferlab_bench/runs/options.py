@@ -315,6 +315,7 @@ class ReportFlags(FlagModel):
     no_plots: bool = False
     as_json: bool = False
     html: WritableFile | None = None
+    check: bool = False
 
 
 class CompareFlags(FlagModel):

@@ -28,6 +28,7 @@ from inferlab_bench.runs.demo import TOKENIZER_DIR
 from inferlab_bench.simulator import LatencyConfig, SimulatorConfig, running_simulator
 from tests.case.support import make_request, population_line
 from tests.protocol.examples import prep_request
+from tests.report.test_check import assert_consistent
 
 SLOTS = 4
 PREFILL_MS = 150.0
@@ -139,6 +140,7 @@ def test_the_search_lands_on_the_known_capacity(
         assert validity["verdicts"]["cache_cold"] == "pass"
         assert validity["verdicts"]["load_generator_kept_up"] == "pass"
     assert (tmp_path / "plots" / "capacity.png").stat().st_size > 0
+    assert assert_consistent(tmp_path)["capacity_searches"] == 1  # report --check agrees
 
 
 def test_a_client_that_falls_behind_gets_no_capacity(

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.report.test_check import assert_consistent
 from tests.report.test_plots import assert_nontrivial_png
 
 
@@ -44,3 +45,4 @@ def test_demo_runs_offline_and_its_numbers_make_sense(tmp_path: Path) -> None:
     assert len(population) == 36
     assert_nontrivial_png(out / "sweep" / "plots" / "latency-cdf.png")
     assert_nontrivial_png(out / "sweep" / "plots" / "sweep.png")
+    assert assert_consistent(out)["cases"] == 3  # report --check: every output agrees

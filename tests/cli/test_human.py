@@ -18,6 +18,7 @@ from inferlab_bench.cli.outcome import validity_lines
 from inferlab_bench.report.rundir import load_case
 from inferlab_bench.simulator import LatencyConfig, SimulatorConfig, running_simulator
 from tests.case.support import TOKENIZER_DIR
+from tests.report.test_check import assert_consistent
 from tests.report.test_plots import assert_nontrivial_png
 
 
@@ -149,6 +150,7 @@ def test_run_with_trials_reports_confidence_intervals(server_url: str, tmp_path:
     assert report.returncode == 0 and "95% CI, 2 trials" in report.stdout
     table = cli("compare", tmp_path, tmp_path / "trial-01")
     assert "means of 2 vs 1 trials" in table.stdout and "unknown" in table.stdout
+    assert assert_consistent(tmp_path)["trials_folders"] == 1  # report --check agrees
 
 
 def test_strict_fails_a_case_whose_load_generator_fell_behind(tmp_path: Path) -> None:

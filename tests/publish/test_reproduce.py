@@ -20,6 +20,7 @@ from tests.case.support import TOKENIZER_DIR
 from tests.cli.test_human import cli
 from tests.publish import browser
 from tests.publish.support import DEMO_SAMPLE, prepare_population
+from tests.report.test_check import assert_consistent
 
 MODEL = "sim"
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -117,6 +118,7 @@ def test_reproduce_on_the_same_server_is_same_within_noise(
     assert len(verdicts) == 2 * 11  # 9 percentiles + output throughput + goodput per case
     assert set(verdicts.values()) == {"same within noise"}, verdicts
     assert (out / "reproduced" / "run/01-c1" / "trial-02" / "records.parquet").is_file()
+    assert assert_consistent(out)["trials_folders"] == 2  # report --check agrees
     against = {c["label"]: c for c in document["baseline"]["cases"]}
     assert document["baseline"]["source"]["tool"] == "guidellm" and set(against) == {"c=1", "c=2"}
     for case in against.values():

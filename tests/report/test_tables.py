@@ -41,3 +41,24 @@ def test_an_uncertified_p99_is_starred_with_a_footnote_in_words() -> None:
 def test_a_certified_p99_is_printed_plain() -> None:
     text = rendered(sweep_table([case(700)]))
     assert "412.00" in text and "412.00*" not in text and "not certified" not in text
+
+
+def _all_good(goodput: float) -> SavedCase:
+    saved = case(700)
+    slo = saved.result.request_slo
+    assert slo is not None
+    slo = slo.model_copy(update={"goodput": goodput})
+    result = saved.result.model_copy(update={"request_slo": slo})
+    return SavedCase(saved.directory, result, None, saved.validity)
+
+
+def test_goodput_above_throughput_says_it_is_two_durations() -> None:
+    above = _all_good(3.6)  # throughput 3.5 req/s over AIPerf's phase
+    for text in (rendered(sweep_table([above])), rendered(case_table(above.result))):
+        flat = " ".join(text.split())
+        assert (
+            "goodput 3.600 > throughput 3.500 req/s only because each has its own duration" in flat
+        )
+        assert "AIPerf's whole profiling phase (18.0000 s)" in flat  # 63 requests / 3.5 req/s
+    below = rendered(sweep_table([_all_good(3.2)]))
+    assert "own duration" not in below

@@ -1,13 +1,15 @@
 """SGLang's own clients against the simulator: bench_serving (--backend sglang), the frontend.
 
 SGLang 0.5.9 is the last release whose ``bench_serving`` imports without torch; `.ci/run`
-installs it with ``--no-deps`` (plus pybase64, its one missing import). Its native request
-function is the same as 0.5.23's apart from how it decodes the bytes.
+installs it with ``--no-deps`` plus the two imports that leaves out (pybase64, and IPython,
+which ``sglang.utils`` imports at the top). Its native request function is the same as
+0.5.23's apart from how it decodes the bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
 import subprocess
@@ -21,10 +23,26 @@ import pytest
 from inferlab_bench.simulator import LatencyConfig
 from tests.simulator.conftest import StartSimulator
 
-bench: Any = pytest.importorskip(
-    "sglang.bench_serving",
-    reason="SGLang's client is not installed: pip install --no-deps sglang==0.5.9 pybase64",
-)
+INSTALL = "pip install --no-deps 'sglang==0.5.9' 'pybase64==1.5.1'; pip install 'ipython==8.12.3'"
+
+
+def _import_bench() -> Any:
+    """``sglang.bench_serving``, or a skip naming what is missing: SGLang itself, or one of
+    the imports that its ``--no-deps`` install leaves out."""
+    try:
+        return importlib.import_module("sglang.bench_serving")
+    except ImportError as exc:
+        missing = (getattr(exc, "name", None) or str(exc)).split(".")[0]
+        if missing == "sglang":
+            pytest.skip(f"SGLang's client is not installed: {INSTALL}", allow_module_level=True)
+        pytest.skip(
+            f"sglang is installed but importing it needs {missing!r}, which is not ({exc}): "
+            f"{INSTALL} (as .ci/run and the README's test lines do)",
+            allow_module_level=True,
+        )
+
+
+bench: Any = _import_bench()
 
 pytestmark = pytest.mark.timeout(90)
 
