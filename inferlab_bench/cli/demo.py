@@ -7,12 +7,12 @@ import sys
 
 from inferlab_bench.cli.caseflags import aiperf_echo
 from inferlab_bench.cli.flags import bind, with_flags
+from inferlab_bench.cli.options import DemoFlags
 from inferlab_bench.cli.outcome import exit_code, render_cases
 from inferlab_bench.cli.progress import stderr_progress
 from inferlab_bench.cli.render import report_error
 from inferlab_bench.errors import InferlabError
 from inferlab_bench.runs.demo import DemoSettings, run_demo
-from inferlab_bench.runs.options import DemoFlags
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from pydantic import ValidationError
 from rich.text import Text
 
 from inferlab_bench.cli.render import EXIT_FAILED, print_json, show
+from inferlab_bench.cli.wording import in_flag_words
 from inferlab_bench.protocol import ClientStatus
 from inferlab_bench.report.rundir import SavedCase
 from inferlab_bench.report.tables import case_table, load_label, sweep_table
@@ -36,6 +38,7 @@ def render_cases(
     if as_json:
         print_json(cases_document(cases, summaries, key=lambda c: str(c.directory)))
         return
+    cases = [for_people(case) for case in cases]
     if len(cases) == 1:
         show(
             case_table(
@@ -132,12 +135,24 @@ def strict_failures(cases: Sequence[SavedCase]) -> list[str]:
     return failed
 
 
-def exit_code(cases: Sequence[SavedCase], *, strict: bool) -> int:
-    """Non-zero when a case failed, or (with ``--strict``) when a validity verdict failed."""
+def for_people(case: SavedCase) -> SavedCase:
+    """The case as shown at a terminal: its error in flag words (result.json keeps the
+    request's field words)."""
+    if case.result.error is None:
+        return case
+    error = in_flag_words(case.result.error)
+    return replace(case, result=case.result.model_copy(update={"error": error}))
+
+
+def exit_code(cases: Sequence[SavedCase], *, strict: bool, shown: bool = False) -> int:
+    """Non-zero when a case failed, or (with ``--strict``) when a validity verdict failed.
+    Each failed case's error is one line on stderr, unless ``shown`` (its table said it)."""
     code = 0
     for case in cases:
         if case.result.status is ClientStatus.FAILED:
-            print(f"inferlab-bench: error: {case.label}: {case.result.error}", file=sys.stderr)
+            if not shown:
+                error = in_flag_words(case.result.error or "")
+                print(f"inferlab-bench: error: {case.label}: {error}", file=sys.stderr)
             code = EXIT_FAILED
     if strict:
         for failure in strict_failures(cases):

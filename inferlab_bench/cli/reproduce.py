@@ -8,13 +8,13 @@ from rich.text import Text
 
 from inferlab_bench.cli.caseflags import aiperf_echo
 from inferlab_bench.cli.flags import bind, with_flags
+from inferlab_bench.cli.options import ReproduceFlags
 from inferlab_bench.cli.progress import stderr_progress
 from inferlab_bench.cli.render import print_json, report_error, show
 from inferlab_bench.errors import InferlabError
 from inferlab_bench.publish.reproduce import ReproduceSettings, reproduce
 from inferlab_bench.publish.tables import case_lines, summary_counts, verdict_table
 from inferlab_bench.publish.verdict import Settings
-from inferlab_bench.runs.options import ReproduceFlags
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -11,14 +11,14 @@ from types import FrameType
 from pydantic import BaseModel
 
 from inferlab_bench.cli.flags import bind, parse_flags, with_flags
-from inferlab_bench.errors import InferlabError
-from inferlab_bench.runs.options import (
+from inferlab_bench.cli.options import (
     RESET_CHOICES,
     SERVER_FIELDS,
     FlagModel,
     SimulateFlags,
     simulator_config,
 )
+from inferlab_bench.errors import InferlabError
 from inferlab_bench.simulator import FaultConfig, LatencyConfig, SimulatorConfig, running_simulator
 
 
