@@ -72,8 +72,22 @@ def show_verdicts(cases: Sequence[SavedCase], summaries: Sequence[MetricSummary]
     for case in cases:
         for line in validity_lines(case, detailed=len(cases) == 1):
             show(Text(line))
+    if any(_prompts_miscounted(case) for case in cases):
+        show(Text(PROMPT_TOKENS_HINT))
     for line in trial_lines(tuple(summaries)):
         show(Text(line))
+
+
+PROMPT_TOKENS_HINT = (
+    "hint: prompt tokens not reconciled: the server most likely tokenizes with another "
+    "tokenizer than --tokenizer (a simulator started without --tokenizer counts words "
+    "roughly); give the server the model's tokenizer"
+)
+
+
+def _prompts_miscounted(case: SavedCase) -> bool:
+    verdicts = (case.validity or {}).get("verdicts") or {}
+    return bool(verdicts.get("prompt_tokens_reconciled") == "fail")
 
 
 def validity_lines(case: SavedCase, *, detailed: bool = False) -> list[str]:

@@ -81,8 +81,17 @@ def run(args: argparse.Namespace) -> int:
     return with_flags(args, SimulateFlags, _serve)
 
 
+NO_TOKENIZER_WARNING = (
+    "inferlab-bench: warning: no --tokenizer: prompt tokens are counted by a rough word rule, "
+    "so a client's prompt-token reconciliation will fail; pass --tokenizer DIR (the tokenizer "
+    "the client is given)"
+)
+
+
 def _serve(flags: FlagModel) -> int:
     config = simulator_config(flags)
+    if config.tokenizer is None:
+        print(NO_TOKENIZER_WARNING, file=sys.stderr, flush=True)
     try:
         with running_simulator(config) as sim:
             print(f"inferlab-bench simulator serving {config.model} at {sim.base_url}", flush=True)

@@ -3,14 +3,19 @@ per error, the population's size checked before any load, and the server's own a
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
 import pytest
 
+from inferlab_bench.cli.outcome import show_verdicts
 from inferlab_bench.cli.wording import in_flag_words
+from inferlab_bench.simulator import SimulatorConfig, running_simulator
 from tests.case.support import TOKENIZER_DIR
 from tests.cli.test_human import cli, cli_in_process, common
+from tests.cli.test_outcome_failures import saved_case
 
 DEAD = "http://127.0.0.1:9"
 
@@ -123,3 +128,49 @@ def test_a_refused_connection_is_said_once_in_flag_words(tmp_path: Path) -> None
     assert "--url" in said and "endpoint.host/port" not in said
     saved = orjson.loads((tmp_path / "out" / "result.json").read_bytes())
     assert "endpoint.host/port" in saved["error"]  # the protocol file keeps the field words
+
+
+def test_a_model_the_server_does_not_serve_is_named_with_what_it_serves(tmp_path: Path) -> None:
+    """Before: warmup failed on every request and the hint said "the server is not ready"."""
+    config = SimulatorConfig(model="qwen-sim", tokenizer=TOKENIZER_DIR)
+    with running_simulator(config) as sim:
+        argv = _run(tmp_path, "--concurrency", "1", "--warmup", "1", url=sim.base_url)
+        argv[argv.index("sim")] = "qwen-sm"
+        proc = cli(*argv)
+    said = " ".join((proc.stdout + proc.stderr).split())  # the table wraps its lines
+    assert proc.returncode == 1
+    assert "model 'qwen-sm' is not served here; its /v1/models lists 'qwen-sim'" in said
+    assert "(hint: name one of the served models (--model); no load was sent)" in said
+    assert said.count("is not served here") == 1 and "not ready" not in said
+
+
+def test_simulate_without_a_tokenizer_warns_that_prompt_counts_will_differ() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "inferlab_bench", "simulate", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        serving = proc.stdout.readline()
+        warning = proc.stderr.readline()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert "serving sim-model" in serving
+    assert warning.startswith("inferlab-bench: warning: no --tokenizer: prompt tokens are counted")
+    assert "pass --tokenizer DIR" in warning
+
+
+def test_failed_prompt_reconciliation_names_the_servers_tokenizer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    case = saved_case(tmp_path)
+    show_verdicts([case], ())
+    assert "tokenizer" not in capsys.readouterr().out
+    assert case.validity is not None
+    case.validity["verdicts"]["prompt_tokens_reconciled"] = "fail"
+    show_verdicts([case], ())
+    out = " ".join(capsys.readouterr().out.split())
+    assert "another tokenizer than --tokenizer" in out and "without --tokenizer" in out
