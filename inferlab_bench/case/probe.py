@@ -1,4 +1,4 @@
-"""A cheap look at the server before AIPerf starts: is anything listening, does it serve the model?"""
+"""A cheap look at the server before AIPerf starts: is anything listening, serving the model?"""
 
 from __future__ import annotations
 
