@@ -24,7 +24,7 @@ from inferlab_bench.capacity.document import answer_json, probe_json
 from inferlab_bench.capacity.search import run_capacity_request
 from inferlab_bench.capacity.spec import CapacityResult
 from inferlab_bench.cli.caseflags import add_case_flags, case_options, target_from, workload_from
-from inferlab_bench.cli.flags import bind, check_run_size, usage_error, with_flags
+from inferlab_bench.cli.flags import bind, check_run_size, default_of, usage_error, with_flags
 from inferlab_bench.cli.jsonmode import run_json_command
 from inferlab_bench.cli.kube_flags import add_kube_flags, kube_options
 from inferlab_bench.cli.options import CapacityFlags, CapacityJsonFlags
@@ -56,7 +56,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     search.add_argument("--rate-range", help="LOW:HIGH requests per second, e.g. 0.5:64")
     search.add_argument("--burstiness", help="gamma arrivals with this smoothness (rate range)")
     search.add_argument(
-        "--attainment", help="share of requests within every bound at once (default 0.95)"
+        "--attainment",
+        help="share of requests within every bound at once "
+        f"({default_of(CapacityFlags, 'attainment')})",
     )
     search.add_argument(
         "--percentile",
@@ -64,11 +66,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="instead: every bound held at this percentile",
     )
     search.add_argument(
-        "--planner", choices=tuple(PLANNERS), help="AIPerf's planner (default smooth-isotonic)"
+        "--planner",
+        choices=tuple(PLANNERS),
+        help=f"AIPerf's planner ({default_of(CapacityFlags, 'planner')})",
     )
-    search.add_argument("--max-probes", help="counted probes at most (default 20)")
     search.add_argument(
-        "--reruns", help="re-runs of a probe whose validity fails, then stop (default 1)"
+        "--max-probes", help=f"counted probes at most ({default_of(CapacityFlags, 'max_probes')})"
+    )
+    search.add_argument(
+        "--reruns",
+        help="re-runs of a probe whose validity fails, then stop "
+        f"({default_of(CapacityFlags, 'reruns')})",
     )
     add_case_flags(parser)
     parser.add_argument("--slo-e2e-ms", dest="slo_latency_ms", help="request latency bound, ms")
@@ -93,7 +101,7 @@ def search_spec(flags: CapacityFlags) -> SearchSpec:
     if flags.percentile is not None:
         criterion = Criterion(kind="percentile", value=float(flags.percentile[1:]))
     else:
-        criterion = Criterion(kind="attainment", value=flags.attainment or 0.95)
+        criterion = Criterion(kind="attainment", value=flags.attainment)
     low, high = flags.concurrency_range or flags.rate_range or (0, 0)
     return SearchSpec(
         axis=Axis.CONCURRENCY if flags.concurrency_range else Axis.RATE,

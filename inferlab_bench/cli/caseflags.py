@@ -15,6 +15,7 @@ from typing import IO
 from inferlab_bench.case.reset import OPTION_HELP
 from inferlab_bench.case.stage import CaseOptions
 from inferlab_bench.cli.case import RESET_ENV_VAR, add_connections_flag
+from inferlab_bench.cli.flags import default_of
 from inferlab_bench.cli.options import CaseFlags
 from inferlab_bench.errors import ConfigurationError
 from inferlab_bench.protocol import (
@@ -41,7 +42,9 @@ def add_case_flags(parser: argparse.ArgumentParser) -> None:
     target.add_argument(
         "--tokenizer", required=True, help="local tokenizer directory (model locator)"
     )
-    target.add_argument("--chat-path", help="chat completions path (default /v1/chat/completions)")
+    target.add_argument(
+        "--chat-path", help=f"chat completions path ({default_of(CaseFlags, 'chat_path')})"
+    )
     work = parser.add_argument_group("workload")
     work.add_argument("--population", help="population.jsonl from `inferlab-bench prepare`")
     work.add_argument(
@@ -51,14 +54,22 @@ def add_case_flags(parser: argparse.ArgumentParser) -> None:
     work.add_argument("--random-input-tokens", help="synthetic prompts of this many tokens")
     work.add_argument("--random-output-tokens", help="synthetic outputs of this many tokens")
     work.add_argument("--requests", required=True, help="profiling requests per case")
-    work.add_argument("--warmup", help="warmup requests (concurrency load only; default 0)")
-    work.add_argument("--seed", help="seed of the request sequence (default 0)")
+    work.add_argument(
+        "--warmup",
+        help=f"warmup requests (concurrency load only; {default_of(CaseFlags, 'warmup')})",
+    )
+    work.add_argument(
+        "--seed", help=f"seed of the request sequence ({default_of(CaseFlags, 'seed')})"
+    )
     work.add_argument("--request-body", help="JSON object merged into every request body")
     slo = parser.add_argument_group("SLO (goodput)")
     slo.add_argument("--slo-ttft-ms", help="time-to-first-token bound, ms")
     slo.add_argument("--slo-tpot-ms", help="time-per-output-token bound, ms")
     slo.add_argument("--slo-latency-ms", help="request latency bound, ms")
-    slo.add_argument("--slo-min-ratio", help="minimum good-request ratio, 0-1 (default 0.9)")
+    slo.add_argument(
+        "--slo-min-ratio",
+        help=f"minimum good-request ratio, 0-1 ({default_of(CaseFlags, 'slo_min_ratio')})",
+    )
     run = parser.add_argument_group("run")
     run.add_argument(
         "--reset-prefix-cache",
@@ -67,7 +78,9 @@ def add_case_flags(parser: argparse.ArgumentParser) -> None:
         help="reset the server's prefix cache before profiling (framework or METHOD:/path)",
     )
     add_connections_flag(run)
-    run.add_argument("--budget", help="hard deadline per case, seconds (default 3600)")
+    run.add_argument(
+        "--budget", help=f"hard deadline per case, seconds ({default_of(CaseFlags, 'budget')})"
+    )
     run.add_argument("--trials", help="repeat each case N times (confidence intervals)")
     run.add_argument("--strict", action="store_true", help="fail when a validity verdict fails")
     run.add_argument("--out", required=True, help="output directory")

@@ -151,6 +151,18 @@ def with_flags(args: argparse.Namespace, model: type[ModelT], body: Callable[[Mo
     return body(flags)
 
 
+def default_of(model: type[BaseModel], field: str) -> str:
+    """A field's default as a help text says it (``default 3600``): the model is its one source."""
+    value = model.model_fields[field].get_default(call_default_factory=True)
+    if isinstance(value, list):
+        shown = ",".join(str(item) for item in value)
+    elif isinstance(value, float) and value.is_integer():
+        shown = str(int(value))
+    else:
+        shown = str(value)
+    return f"default {shown}"
+
+
 def _integer_field(model: type[BaseModel], loc: tuple[int | str, ...]) -> bool | None:
     """Whether the field at ``loc`` holds integers (for ``expected an integer >= 1``)."""
     if not loc or not isinstance(loc[0], str) or loc[0] not in model.model_fields:

@@ -223,7 +223,7 @@ class CapacityFlags(CaseFlags):
     concurrency_range: CountRange | None = None
     rate_range: RateRange | None = None
     burstiness: Positive | None = None
-    attainment: Ratio | None = None
+    attainment: Ratio = 0.95
     percentile: Literal["p50", "p75", "p90", "p95", "p99"] | None = None
     planner: Literal["smooth-isotonic", "monotonic", "bayesian"] = "smooth-isotonic"
     max_probes: Annotated[int, Field(ge=2, le=200)] = 20

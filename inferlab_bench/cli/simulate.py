@@ -10,7 +10,7 @@ from types import FrameType
 
 from pydantic import BaseModel
 
-from inferlab_bench.cli.flags import bind, parse_flags, with_flags
+from inferlab_bench.cli.flags import bind, default_of, parse_flags, with_flags
 from inferlab_bench.cli.options import (
     RESET_CHOICES,
     SERVER_FIELDS,
@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _server_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", help="address to bind (default loopback)")
+    parser.add_argument("--host", help=f"address to bind ({default_of(SimulateFlags, 'host')})")
     parser.add_argument("--port", help="0 picks a free port (default 8000)")
     parser.add_argument("--model", help="served model id")
     parser.add_argument("--tokenizer", help="tokenizer directory for exact prompt token counts")
@@ -69,7 +69,7 @@ def _field_flag(
     if field.annotation is bool:
         group.add_argument(flag, action="store_true", help=field.description)
     else:
-        group.add_argument(flag, help=f"{field.description} (default {field.default})")
+        group.add_argument(flag, help=f"{field.description} ({default_of(model, name)})")
 
 
 def config_from_args(args: argparse.Namespace) -> SimulatorConfig:

@@ -3,6 +3,7 @@ per error, the population's size checked before any load, and the server's own a
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,10 +11,12 @@ from pathlib import Path
 import orjson
 import pytest
 
+from inferlab_bench.cli.flags import default_of, flag_table
 from inferlab_bench.cli.outcome import show_verdicts
 from inferlab_bench.cli.wording import in_flag_words
 from inferlab_bench.simulator import SimulatorConfig, running_simulator
 from tests.case.support import TOKENIZER_DIR
+from tests.cli.flag_matrix import COMMANDS, Command, leaf_parser
 from tests.cli.test_human import cli, cli_in_process, common
 from tests.cli.test_outcome_failures import saved_case
 
@@ -174,3 +177,18 @@ def test_failed_prompt_reconciliation_names_the_servers_tokenizer(
     show_verdicts([case], ())
     out = " ".join(capsys.readouterr().out.split())
     assert "another tokenizer than --tokenizer" in out and "without --tokenizer" in out
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c.words))
+def test_every_default_a_help_names_is_the_flag_models(command: Command) -> None:
+    """The flag models are the one source of defaults: a help saying ``(default X)`` says
+    the model's default, so the two cannot drift apart."""
+    table = flag_table(leaf_parser(command.words))
+    for dest, text in table.helps.items():
+        said = re.search(r"default:? ([^;)\s]+)", text)
+        if said is None or said.group(1) in ("derived", "decided", "directory", "target's"):
+            continue
+        value = command.model.model_fields[dest].get_default(call_default_factory=True)
+        if value is None:  # decided from other flags, said in words ("beside it")
+            continue
+        assert said.group(0).replace("default: ", "default ") == default_of(command.model, dest)
