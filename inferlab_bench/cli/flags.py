@@ -36,15 +36,30 @@ class FlagParser(argparse.ArgumentParser):
         )
 
 
+def check_known(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
+    """Before argparse: a ``--flag`` the command does not have (nor abbreviates) is refused
+    first, with its closest flag; else argparse would ask for the required flag it hides
+    (``--tokeniser`` -> "the following arguments are required: --tokenizer")."""
+    path = [word for word in argv[:2] if not word.startswith("-")]
+    known = _long_flags(_leaf(parser, path))
+    unknown = [
+        word
+        for word in argv
+        if word.startswith("--")
+        and word != "--"
+        and not any(k.startswith(word.split("=", 1)[0]) for k in known)
+    ]
+    if unknown:
+        refuse_unknown(parser, path, unknown)
+
+
 def refuse_unknown(
     parser: argparse.ArgumentParser, path: Sequence[str | None], extra: Sequence[str]
 ) -> NoReturn:
     """Unknown arguments, said by the (sub)command that got them (``path``: its words), with
     the closest flag it has: ``--concurency`` -> did you mean --concurrency?"""
-    leaf = parser
-    for word in path:
-        leaf = _subparser(leaf, word) or leaf
-    known = [o for a in leaf._actions for o in a.option_strings if o.startswith("--")]
+    leaf = _leaf(parser, path)
+    known = _long_flags(leaf)
     guesses = []
     for word in extra:
         if word.startswith("--"):
@@ -54,6 +69,16 @@ def refuse_unknown(
     if isinstance(leaf, FlagParser):
         leaf.error(message, "".join(guesses[:3]))
     leaf.error(message)
+
+
+def _leaf(parser: argparse.ArgumentParser, path: Sequence[str | None]) -> argparse.ArgumentParser:
+    for word in path:
+        parser = _subparser(parser, word) or parser
+    return parser
+
+
+def _long_flags(parser: argparse.ArgumentParser) -> list[str]:
+    return [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
 
 
 def _subparser(parser: argparse.ArgumentParser, name: str | None) -> argparse.ArgumentParser | None:
