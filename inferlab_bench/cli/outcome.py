@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from rich.console import Group, RenderableType
 from rich.text import Text
 
 from inferlab_bench.cli.render import EXIT_FAILED, print_json, show
@@ -38,15 +38,13 @@ def render_cases(
     if as_json:
         print_json(cases_document(cases, summaries, key=lambda c: str(c.directory)))
         return
-    cases = [for_people(case) for case in cases]
     if len(cases) == 1:
-        show(
-            case_table(
-                cases[0].result,
-                title=title or load_label(cases[0].request),
-                validity=cases[0].validity,
-            )
+        table = case_table(
+            cases[0].result,
+            title=title or load_label(cases[0].request),
+            validity=cases[0].validity,
         )
+        show(_unsaid(table))
     else:
         show(sweep_table(cases, title=title or str(out)))
     show_verdicts(cases, summaries)
@@ -149,24 +147,27 @@ def strict_failures(cases: Sequence[SavedCase]) -> list[str]:
     return failed
 
 
-def for_people(case: SavedCase) -> SavedCase:
-    """The case as shown at a terminal: its error in flag words (result.json keeps the
-    request's field words)."""
-    if case.result.error is None:
-        return case
-    error = in_flag_words(case.result.error)
-    return replace(case, result=case.result.model_copy(update={"error": error}))
+def _unsaid(table: RenderableType) -> RenderableType:
+    """The case's table without its error line: ``exit_code`` says the error once, on stderr
+    and in flag words (result.json keeps it in the request's field words)."""
+    if not isinstance(table, Group):
+        return table
+    kept = [
+        part
+        for part in table.renderables
+        if not (isinstance(part, Text) and part.plain.startswith("error: "))
+    ]
+    return Group(*kept)
 
 
-def exit_code(cases: Sequence[SavedCase], *, strict: bool, shown: bool = False) -> int:
+def exit_code(cases: Sequence[SavedCase], *, strict: bool) -> int:
     """Non-zero when a case failed, or (with ``--strict``) when a validity verdict failed.
-    Each failed case's error is one line on stderr, unless ``shown`` (its table said it)."""
+    Each failed case's error is one line on stderr, in flag words."""
     code = 0
     for case in cases:
         if case.result.status is ClientStatus.FAILED:
-            if not shown:
-                error = in_flag_words(case.result.error or "")
-                print(f"inferlab-bench: error: {case.label}: {error}", file=sys.stderr)
+            error = in_flag_words(case.result.error or "")
+            print(f"inferlab-bench: error: {case.label}: {error}", file=sys.stderr)
             code = EXIT_FAILED
     if strict:
         for failure in strict_failures(cases):

@@ -134,6 +134,7 @@ def test_a_refused_connection_is_said_once_in_flag_words(tmp_path: Path) -> None
     assert proc.returncode == 1
     said = proc.stdout + proc.stderr
     assert said.count("nothing is listening") == 1, said
+    assert "inferlab-bench: error: out: endpoint" in proc.stderr  # on stderr, the table says failed
     assert "--url" in said and "endpoint.host/port" not in said
     saved = orjson.loads((tmp_path / "out" / "result.json").read_bytes())
     assert "endpoint.host/port" in saved["error"]  # the protocol file keeps the field words
