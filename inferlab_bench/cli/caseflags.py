@@ -153,10 +153,11 @@ def check_population_size(entries: int, flags: CaseFlags) -> None:
     needed = flags.warmup + flags.requests
     if entries >= needed:
         return
-    warmup = f" + --warmup {flags.warmup}" if flags.warmup else ""
+    warmup = f" + --warmup {flags.warmup} need" if flags.warmup else " needs"
+    noun = "entry" if entries == 1 else "entries"
     raise ConfigurationError(
-        f"--population {flags.population}: {entries} entries, but --requests "
-        f"{flags.requests}{warmup} need {needed}",
+        f"--population {flags.population}: {entries} {noun}, but --requests "
+        f"{flags.requests}{warmup} {needed}",
         hint=f"prepare again with --entries {needed} or more, or lower --requests"
         + (" / --warmup" if flags.warmup else ""),
     )
