@@ -36,9 +36,10 @@ def simulator(decode_ms: float) -> SimulatorConfig:
 
 def publish(root: Path, trials: int, requests: int, concurrency: int) -> Path:
     from inferlab_bench.case.stage import CaseOptions
+    from inferlab_bench.load import Load
     from inferlab_bench.protocol import BenchDatasetPreparationRequest, parse_request
     from inferlab_bench.runs.population import population_facts
-    from inferlab_bench.runs.requests import CaseShape, Target, Workload, case_request, load_shape
+    from inferlab_bench.runs.requests import CaseShape, Target, Workload, case_request
     from inferlab_bench.runs.trials import run_trials
 
     population = prepare_population(root / "pop", seed=0, entries=requests)
@@ -53,7 +54,7 @@ def publish(root: Path, trials: int, requests: int, concurrency: int) -> Path:
                 population=population_facts(population),
                 reset_prefix_cache=True,
             ),
-            CaseShape(load_shape(concurrency=concurrency), requests=requests),
+            CaseShape(Load.at_concurrency(concurrency).wire(), requests=requests),
             root / "published",
         )
         run_trials(request, CaseOptions(prefix_cache_reset="vllm"), trials)

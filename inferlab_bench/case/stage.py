@@ -175,7 +175,9 @@ def _run(case: _Case) -> BenchClientResult:
     aiperf_env: dict[str, str] = {}
     if case.engine.reaches_server_from_here:
         probe.check_listening(
-            request.endpoint.base_url, timeout=min(5.0, max(0.5, case.remaining()))
+            request.endpoint.base_url,
+            timeout=min(5.0, max(0.5, case.remaining())),
+            served_name=request.model.served_name,
         )
         aiperf_env = _choose_connections(case)
     if target is not None and target.per_slot:

@@ -81,7 +81,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if named == "prepare":
         start_reading_kept_tokenizer(args_list[1:])
     parser = build_parser(only=named)
-    args = parser.parse_args(args_list)
+    from inferlab_bench.cli.flags import check_known, refuse_unknown
+
+    check_known(parser, args_list)
+    args, extra = parser.parse_known_args(args_list)
+    if extra:
+        refuse_unknown(parser, (args.command, getattr(args, "action", None)), extra)
     if getattr(args, "handler", None) is None:
         parser.print_help(sys.stderr)
         return 2

@@ -8,11 +8,11 @@ import sys
 from rich.text import Text
 
 from inferlab_bench.cli.flags import bind, with_flags
+from inferlab_bench.cli.options import BundleFlags
 from inferlab_bench.cli.render import print_json, report_error, show
 from inferlab_bench.errors import InferlabError
 from inferlab_bench.publish.archive import read_bundle
 from inferlab_bench.publish.bundle import write_bundle
-from inferlab_bench.runs.options import BundleFlags
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

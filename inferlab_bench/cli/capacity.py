@@ -25,15 +25,15 @@ from inferlab_bench.capacity.document import answer_json, probe_json
 from inferlab_bench.capacity.search import run_capacity_request
 from inferlab_bench.capacity.spec import CapacityResult
 from inferlab_bench.cli.caseflags import add_case_flags, case_options, target_from, workload_from
-from inferlab_bench.cli.flags import bind, check_run_size, namespace, usage_error, with_flags
+from inferlab_bench.cli.flags import bind, check_run_size, default_of, usage_error, with_flags
 from inferlab_bench.cli.jsonmode import run_json_command
-from inferlab_bench.cli.kube_flags import add_kube_flags, kube_options, split_urls
+from inferlab_bench.cli.kube_flags import add_kube_flags, kube_options
+from inferlab_bench.cli.options import CapacityFlags, CapacityJsonFlags
 from inferlab_bench.cli.render import EXIT_FAILED, print_json, report_error, show
 from inferlab_bench.cli.requestprogress import request_progress
 from inferlab_bench.errors import ConfigurationError, InferlabError
 from inferlab_bench.kube.job import KubeEngine
 from inferlab_bench.runs.advice import run_size_advice
-from inferlab_bench.runs.options import CapacityFlags, CapacityJsonFlags
 from inferlab_bench.runs.requests import CaseShape, case_request
 
 PERCENTILE_CHOICES = typing.get_args(
@@ -57,7 +57,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     search.add_argument("--rate-range", help="LOW:HIGH requests per second, e.g. 0.5:64")
     search.add_argument("--burstiness", help="gamma arrivals with this smoothness (rate range)")
     search.add_argument(
-        "--attainment", help="share of requests within every bound at once (default 0.95)"
+        "--attainment",
+        help="share of requests within every bound at once "
+        f"({default_of(CapacityFlags, 'attainment')})",
     )
     search.add_argument(
         "--percentile",
@@ -65,11 +67,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="instead: every bound held at this percentile",
     )
     search.add_argument(
-        "--planner", choices=tuple(PLANNERS), help="AIPerf's planner (default smooth-isotonic)"
+        "--planner",
+        choices=tuple(PLANNERS),
+        help=f"AIPerf's planner ({default_of(CapacityFlags, 'planner')})",
     )
-    search.add_argument("--max-probes", help="counted probes at most (default 20)")
     search.add_argument(
-        "--reruns", help="re-runs of a probe whose validity fails, then stop (default 1)"
+        "--max-probes", help=f"counted probes at most ({default_of(CapacityFlags, 'max_probes')})"
+    )
+    search.add_argument(
+        "--reruns",
+        help="re-runs of a probe whose validity fails, then stop "
+        f"({default_of(CapacityFlags, 'reruns')})",
     )
     add_case_flags(parser)
     parser.add_argument("--slo-e2e-ms", dest="slo_latency_ms", help="request latency bound, ms")
@@ -94,7 +102,7 @@ def search_spec(flags: CapacityFlags) -> SearchSpec:
     if flags.percentile is not None:
         criterion = Criterion(kind="percentile", value=float(flags.percentile[1:]))
     else:
-        criterion = Criterion(kind="attainment", value=flags.attainment or 0.95)
+        criterion = Criterion(kind="attainment", value=flags.attainment)
     low, high = flags.concurrency_range or flags.rate_range or (0, 0)
     return SearchSpec(
         axis=Axis.CONCURRENCY if flags.concurrency_range else Axis.RATE,
@@ -109,42 +117,41 @@ def search_spec(flags: CapacityFlags) -> SearchSpec:
 
 
 def _run(flags: CapacityFlags) -> int:
-    args = namespace(flags)
     try:
-        kube = kube_options(args, split_urls(args))
+        kube = kube_options(flags)
         spec = search_spec(flags)
         first = spec.shape(spec.index_low)
         shape = CaseShape(
-            first, requests=args.requests, warmup=args.warmup, budget_seconds=args.budget
+            first, requests=flags.requests, warmup=flags.warmup, budget_seconds=flags.budget
         )
-        workload = workload_from(args)
+        workload = workload_from(flags)
         if workload.slo is not None:  # judged at the criterion's share, as every probe is
             ratio = spec.criterion.ratio
             slo = workload.slo.model_copy(update={"minimum_good_request_ratio": ratio})
             workload = replace(workload, slo=slo)
-        base = case_request(target_from(args), workload, shape, args.out.resolve())
+        base = case_request(target_from(flags), workload, shape, flags.out.resolve())
         request = CapacityRequest(case=base, search=spec)
         top = spec.shape(spec.index_high)
-        check_run_size(run_size_advice(base, [first, top]), strict=args.strict)
+        check_run_size(run_size_advice(base, [first, top]), strict=flags.strict)
     except InferlabError as exc:
         return usage_error(exc)
     except ValueError as exc:  # the search model's own rules, worded for a person
         return usage_error(ConfigurationError(str(exc).splitlines()[-1]))
     try:
-        with request_progress(args.out, None, plain=args.as_json) as progress:
+        with request_progress(flags.out, None, plain=flags.as_json) as progress:
             outcome = run_capacity(
                 request,
-                case_options(args),
-                args.out.resolve(),
+                case_options(flags),
+                flags.out.resolve(),
                 progress=progress,
                 engine=None if kube is None else KubeEngine(kube),
             )
     except InferlabError as exc:
         return report_error(exc)
-    render(outcome, spec, as_json=args.as_json)
+    render(outcome, spec, as_json=flags.as_json)
     if outcome.answer.status is Status.UNMEASURED:
         return EXIT_FAILED  # nothing was measured that could be believed: say so in the code
-    return EXIT_FAILED if args.strict and outcome.answer.status is not Status.FOUND else 0
+    return EXIT_FAILED if flags.strict and outcome.answer.status is not Status.FOUND else 0
 
 
 def render(outcome: CapacityOutcome, spec: SearchSpec, *, as_json: bool) -> None:

@@ -11,8 +11,8 @@ from inferlab_bench.case.reset import OPTION_HELP
 from inferlab_bench.case.stage import CaseOptions, run_case
 from inferlab_bench.cli.flags import bind, with_flags
 from inferlab_bench.cli.jsonmode import run_json_command
+from inferlab_bench.cli.options import CaseCommandFlags
 from inferlab_bench.protocol import BenchClientRequest, BenchClientResult, ClientStatus
-from inferlab_bench.runs.options import CaseCommandFlags
 
 RESET_ENV_VAR = "INFERLAB_PREFIX_CACHE_RESET"
 

@@ -1,6 +1,6 @@
 """Flags shared by ``run`` and ``sweep``: target, workload, SLOs, reset, budget -> request parts.
 
-The flags carry no types or defaults here: ``runs.options.CaseFlags`` validates them, and
+The flags carry no types or defaults here: ``cli.options.CaseFlags`` validates them, and
 these builders read the validated values.
 """
 
@@ -15,6 +15,8 @@ from typing import IO
 from inferlab_bench.case.reset import OPTION_HELP
 from inferlab_bench.case.stage import CaseOptions
 from inferlab_bench.cli.case import RESET_ENV_VAR, add_connections_flag
+from inferlab_bench.cli.flags import default_of
+from inferlab_bench.cli.options import CaseFlags
 from inferlab_bench.errors import ConfigurationError
 from inferlab_bench.protocol import (
     BenchDatasetPreparationRequest,
@@ -40,7 +42,9 @@ def add_case_flags(parser: argparse.ArgumentParser) -> None:
     target.add_argument(
         "--tokenizer", required=True, help="local tokenizer directory (model locator)"
     )
-    target.add_argument("--chat-path", help="chat completions path (default /v1/chat/completions)")
+    target.add_argument(
+        "--chat-path", help=f"chat completions path ({default_of(CaseFlags, 'chat_path')})"
+    )
     work = parser.add_argument_group("workload")
     work.add_argument("--population", help="population.jsonl from `inferlab-bench prepare`")
     work.add_argument(
@@ -50,14 +54,22 @@ def add_case_flags(parser: argparse.ArgumentParser) -> None:
     work.add_argument("--random-input-tokens", help="synthetic prompts of this many tokens")
     work.add_argument("--random-output-tokens", help="synthetic outputs of this many tokens")
     work.add_argument("--requests", required=True, help="profiling requests per case")
-    work.add_argument("--warmup", help="warmup requests (concurrency load only; default 0)")
-    work.add_argument("--seed", help="seed of the request sequence (default 0)")
+    work.add_argument(
+        "--warmup",
+        help=f"warmup requests (concurrency load only; {default_of(CaseFlags, 'warmup')})",
+    )
+    work.add_argument(
+        "--seed", help=f"seed of the request sequence ({default_of(CaseFlags, 'seed')})"
+    )
     work.add_argument("--request-body", help="JSON object merged into every request body")
     slo = parser.add_argument_group("SLO (goodput)")
     slo.add_argument("--slo-ttft-ms", help="time-to-first-token bound, ms")
     slo.add_argument("--slo-tpot-ms", help="time-per-output-token bound, ms")
     slo.add_argument("--slo-latency-ms", help="request latency bound, ms")
-    slo.add_argument("--slo-min-ratio", help="minimum good-request ratio, 0-1 (default 0.9)")
+    slo.add_argument(
+        "--slo-min-ratio",
+        help=f"minimum good-request ratio, 0-1 ({default_of(CaseFlags, 'slo_min_ratio')})",
+    )
     run = parser.add_argument_group("run")
     run.add_argument(
         "--reset-prefix-cache",
@@ -66,7 +78,9 @@ def add_case_flags(parser: argparse.ArgumentParser) -> None:
         help="reset the server's prefix cache before profiling (framework or METHOD:/path)",
     )
     add_connections_flag(run)
-    run.add_argument("--budget", help="hard deadline per case, seconds (default 3600)")
+    run.add_argument(
+        "--budget", help=f"hard deadline per case, seconds ({default_of(CaseFlags, 'budget')})"
+    )
     run.add_argument("--trials", help="repeat each case N times (confidence intervals)")
     run.add_argument("--strict", action="store_true", help="fail when a validity verdict fails")
     run.add_argument("--out", required=True, help="output directory")
@@ -76,21 +90,22 @@ def add_case_flags(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--verbose", action="store_true", help="stream AIPerf's own console output")
 
 
-def target_from(args: argparse.Namespace) -> Target:
+def target_from(flags: CaseFlags) -> Target:
+    """The server under test: the first ``--url`` (the others are kube replicas)."""
     return Target(
-        url=args.url,
-        served_name=args.model,
-        tokenizer=args.tokenizer,
-        chat_completions_path=args.chat_path,
+        url=flags.url[0],
+        served_name=flags.model,
+        tokenizer=flags.tokenizer,
+        chat_completions_path=flags.chat_path,
     )
 
 
-def case_options(args: argparse.Namespace) -> CaseOptions:
-    reset = args.reset_prefix_cache
+def case_options(flags: CaseFlags) -> CaseOptions:
+    reset = flags.reset_prefix_cache
     return CaseOptions(
         prefix_cache_reset=None if reset in (None, "none") else reset,
-        echo=aiperf_echo(args.verbose),
-        connections=args.connections,
+        echo=aiperf_echo(flags.verbose),
+        connections=flags.connections,
     )
 
 
@@ -99,37 +114,57 @@ def aiperf_echo(verbose: bool) -> IO[str]:
     return sys.stderr if verbose else open(os.devnull, "w")  # noqa: SIM115 (lives as long as the run)
 
 
-def workload_from(args: argparse.Namespace) -> Workload:
-    """The workload of validated flags (``runs.options.CaseFlags`` checked the combination)."""
-    reset = args.reset_prefix_cache not in (None, "none")
-    slo = slo_input(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_latency_ms, args.slo_min_ratio)
-    body = args.request_body or {}
-    if args.population is not None:
+def workload_from(flags: CaseFlags) -> Workload:
+    """The workload of validated flags (``CaseFlags`` checked the combination); a population
+    must hold what the case consumes, said in flag words before anything starts."""
+    reset = flags.reset_prefix_cache not in (None, "none")
+    slo = slo_input(flags.slo_ttft_ms, flags.slo_tpot_ms, flags.slo_latency_ms, flags.slo_min_ratio)
+    body = flags.request_body or {}
+    if flags.population is not None:
+        population = population_facts(flags.population)
+        check_population_size(population.entries, flags)
         return Workload(
-            source=_dataset_source(args),
-            population=population_facts(args.population),
-            seed=args.seed,
+            source=_dataset_source(flags.population, flags.prepare_request),
+            population=population,
+            seed=flags.seed,
             request_body=body,
             slo=slo,
             reset_prefix_cache=reset,
         )
+    assert flags.random_input_tokens is not None and flags.random_output_tokens is not None
     source = RandomSource(
         kind="random",
-        input_tokens=args.random_input_tokens,
-        output_tokens=args.random_output_tokens,
+        input_tokens=flags.random_input_tokens,
+        output_tokens=flags.random_output_tokens,
     )
     return Workload(
         source=source,
         population=None,
-        seed=args.seed,
+        seed=flags.seed,
         request_body=body,
         slo=slo,
         reset_prefix_cache=reset,
     )
 
 
-def _dataset_source(args: argparse.Namespace) -> DatasetSource:
-    path: Path = args.prepare_request or args.population.parent / PREPARE_REQUEST_FILE
+def check_population_size(entries: int, flags: CaseFlags) -> None:
+    """Every case of a run (each trial, sweep point or probe) sends the same first
+    ``--warmup`` + ``--requests`` entries: the population must hold that many."""
+    needed = flags.warmup + flags.requests
+    if entries >= needed:
+        return
+    warmup = f" + --warmup {flags.warmup} need" if flags.warmup else " needs"
+    noun = "entry" if entries == 1 else "entries"
+    raise ConfigurationError(
+        f"--population {flags.population}: {entries} {noun}, but --requests "
+        f"{flags.requests}{warmup} {needed}",
+        hint=f"prepare again with --entries {needed} or more, or lower --requests"
+        + (" / --warmup" if flags.warmup else ""),
+    )
+
+
+def _dataset_source(population: Path, prepare_request: Path | None) -> DatasetSource:
+    path = prepare_request or population.parent / PREPARE_REQUEST_FILE
     try:
         raw = path.read_bytes()
     except OSError as exc:

@@ -7,6 +7,7 @@ import argparse
 from rich.text import Text
 
 from inferlab_bench.cli.flags import bind, with_flags
+from inferlab_bench.cli.options import CompareFlags
 from inferlab_bench.cli.render import print_json, report_error, show
 from inferlab_bench.errors import InferlabError
 from inferlab_bench.publish.baselines import (
@@ -22,7 +23,6 @@ from inferlab_bench.publish.tables import case_lines, verdict_table
 from inferlab_bench.report.compare import compare_trial_sets
 from inferlab_bench.report.rundir import load_trials
 from inferlab_bench.report.tables import comparison_table
-from inferlab_bench.runs.options import CompareFlags
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

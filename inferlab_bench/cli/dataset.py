@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from inferlab_bench.cli.flags import EXIT_USAGE, bind, with_flags
+from inferlab_bench.cli.options import DatasetFlags, DatasetVerifyFlags
 from inferlab_bench.cli.progress import stderr_progress
 from inferlab_bench.cli.render import EXIT_FAILED, report_error
 from inferlab_bench.errors import DatasetError, InferlabError
@@ -16,7 +17,6 @@ from inferlab_bench.prepare.acquire import acquire
 from inferlab_bench.prepare.cache import cached_path, file_sha256
 from inferlab_bench.prepare.catalog import CatalogEntry, load_entry
 from inferlab_bench.prepare.digest import verify
-from inferlab_bench.runs.options import DatasetFlags, DatasetVerifyFlags
 
 Flags = DatasetFlags | DatasetVerifyFlags
 Handler = Callable[[argparse.Namespace], int]

@@ -6,13 +6,13 @@ import argparse
 import sys
 
 from inferlab_bench.cli.caseflags import aiperf_echo
-from inferlab_bench.cli.flags import bind, with_flags
+from inferlab_bench.cli.flags import bind, default_of, with_flags
+from inferlab_bench.cli.options import DemoFlags
 from inferlab_bench.cli.outcome import exit_code, render_cases
 from inferlab_bench.cli.progress import stderr_progress
 from inferlab_bench.cli.render import report_error
 from inferlab_bench.errors import InferlabError
 from inferlab_bench.runs.demo import DemoSettings, run_demo
-from inferlab_bench.runs.options import DemoFlags
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -21,9 +21,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="offline demo against the built-in simulated server",
         argument_default=argparse.SUPPRESS,
     )
-    parser.add_argument("--out", help="output directory (default inferlab-demo)")
-    parser.add_argument("--concurrency", help="comma-separated concurrencies (default 1,4,16)")
-    parser.add_argument("--requests", help="profiling requests per case (default 32)")
+    parser.add_argument("--out", help=f"output directory ({default_of(DemoFlags, 'out')})")
+    parser.add_argument(
+        "--concurrency",
+        help=f"comma-separated concurrencies ({default_of(DemoFlags, 'concurrency')})",
+    )
+    parser.add_argument(
+        "--requests", help=f"profiling requests per case ({default_of(DemoFlags, 'requests')})"
+    )
     parser.add_argument(
         "--json", dest="as_json", action="store_true", help="print machine-readable results"
     )

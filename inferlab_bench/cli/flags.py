@@ -7,18 +7,19 @@ The field -> flag table is read off each parser's own argument definitions (``de
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from inferlab_bench.cli.wording import RULE_ERROR, describe, in_flag_words
 from inferlab_bench.errors import ConfigurationError, InferlabError
-from inferlab_bench.runs.wording import RULE_ERROR, describe
 
 EXIT_USAGE = 2
 TABLE_KEY = "flag_table"
@@ -28,11 +29,64 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 class FlagParser(argparse.ArgumentParser):
     """argparse whose own mistakes (unknown flag, missing flag, bad choice) are one line, exit 2."""
 
-    def error(self, message: str) -> NoReturn:
+    def error(self, message: str, hint: str = "") -> NoReturn:
         self.exit(
             EXIT_USAGE,
-            f"inferlab-bench: error: {message} (hint: see `{self.prog} --help`)\n",
+            f"inferlab-bench: error: {message} (hint: {hint}see `{self.prog} --help`)\n",
         )
+
+
+def check_known(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
+    """Before argparse: a ``--flag`` the command does not have (nor abbreviates) is refused
+    first, with its closest flag; else argparse would ask for the required flag it hides
+    (``--tokeniser`` -> "the following arguments are required: --tokenizer")."""
+    path = [word for word in argv[:2] if not word.startswith("-")]
+    known = _long_flags(_leaf(parser, path))
+    unknown = [
+        word
+        for word in argv
+        if word.startswith("--")
+        and word != "--"
+        and not any(k.startswith(word.split("=", 1)[0]) for k in known)
+    ]
+    if unknown:
+        refuse_unknown(parser, path, unknown)
+
+
+def refuse_unknown(
+    parser: argparse.ArgumentParser, path: Sequence[str | None], extra: Sequence[str]
+) -> NoReturn:
+    """Unknown arguments, said by the (sub)command that got them (``path``: its words), with
+    the closest flag it has: ``--concurency`` -> did you mean --concurrency?"""
+    leaf = _leaf(parser, path)
+    known = _long_flags(leaf)
+    guesses = []
+    for word in extra:
+        if word.startswith("--"):
+            close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1, cutoff=0.6)
+            guesses += [f"did you mean {close[0]} (for {word})? " for _ in close[:1]]
+    message = f"unrecognized arguments: {' '.join(extra)}"
+    if isinstance(leaf, FlagParser):
+        leaf.error(message, "".join(guesses[:3]))
+    leaf.error(message)
+
+
+def _leaf(parser: argparse.ArgumentParser, path: Sequence[str | None]) -> argparse.ArgumentParser:
+    for word in path:
+        parser = _subparser(parser, word) or parser
+    return parser
+
+
+def _long_flags(parser: argparse.ArgumentParser) -> list[str]:
+    return [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+
+
+def _subparser(parser: argparse.ArgumentParser, name: str | None) -> argparse.ArgumentParser | None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+            found: argparse.ArgumentParser = action.choices[name]
+            return found
+    return None
 
 
 @dataclass(frozen=True)
@@ -99,7 +153,7 @@ def parse_flags(model: type[ModelT], args: argparse.Namespace) -> ModelT:
 def usage_error(exc: InferlabError) -> int:
     """One line on stderr (message and hint); exit code 2."""
     hint = f" (hint: {exc.hint})" if exc.hint else ""
-    print(f"inferlab-bench: error: {exc.message}{hint}", file=sys.stderr)
+    print(f"inferlab-bench: error: {in_flag_words(exc.message + hint)}", file=sys.stderr)
     return EXIT_USAGE
 
 
@@ -122,9 +176,16 @@ def with_flags(args: argparse.Namespace, model: type[ModelT], body: Callable[[Mo
     return body(flags)
 
 
-def namespace(flags: BaseModel) -> argparse.Namespace:
-    """Validated flags in the shape the request builders take (``args.concurrency``...)."""
-    return argparse.Namespace(**dict(flags))
+def default_of(model: type[BaseModel], field: str) -> str:
+    """A field's default as a help text says it (``default 3600``): the model is its one source."""
+    value = model.model_fields[field].get_default(call_default_factory=True)
+    if isinstance(value, list):
+        shown = ",".join(str(item) for item in value)
+    elif isinstance(value, float) and value.is_integer():
+        shown = str(int(value))
+    else:
+        shown = str(value)
+    return f"default {shown}"
 
 
 def _integer_field(model: type[BaseModel], loc: tuple[int | str, ...]) -> bool | None:

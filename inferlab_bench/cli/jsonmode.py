@@ -13,9 +13,9 @@ from pydantic import BaseModel, ValidationError
 
 from inferlab_bench import interrupts
 from inferlab_bench.atomic import os_condition, write_bytes_atomic
+from inferlab_bench.cli.wording import describe_fields
 from inferlab_bench.errors import InferlabError, RequestError
 from inferlab_bench.protocol import dump_json, parse_request
-from inferlab_bench.runs.wording import describe_fields
 
 RequestT = TypeVar("RequestT", bound=BaseModel)
 ResultT = TypeVar("ResultT", bound=BaseModel)

@@ -7,17 +7,17 @@ import sys
 import typing
 from collections.abc import Sequence
 
+from inferlab_bench.cli.options import CaseFlags
 from inferlab_bench.cli.render import print_json
 from inferlab_bench.kube.options import DEFAULT_IMAGE, KubeOptions
 from inferlab_bench.kube.population import PopulationDelivery, PvcDelivery, UrlDelivery
 from inferlab_bench.runs.kube import DryRunCase
-from inferlab_bench.runs.options import CaseFlags
 
 ENGINES = typing.get_args(CaseFlags.model_fields["engine"].annotation)
 
 
 def add_kube_flags(parser: argparse.ArgumentParser) -> None:
-    """The engine choice and its Kubernetes settings (validated by ``runs.options``)."""
+    """The engine choice and its Kubernetes settings (validated by ``cli.options``)."""
     kube = parser.add_argument_group("engine (docs/kube.md)")
     kube.add_argument("--engine", choices=ENGINES, help="where AIPerf runs (default local)")
     kube.add_argument("--namespace", help="Kubernetes namespace of the AIPerfJob (kube)")
@@ -46,36 +46,31 @@ def add_kube_flags(parser: argparse.ArgumentParser) -> None:
     kube.add_argument("--kube-name", help="AIPerfJob name (default: derived from the case)")
 
 
-def split_urls(args: argparse.Namespace) -> tuple[str, ...]:
-    """Leave the first ``--url`` in ``args.url`` (the request's endpoint); return the rest."""
-    urls: list[str] = list(args.url)
-    args.url = urls[0]
-    return tuple(urls[1:])
-
-
-def kube_options(args: argparse.Namespace, extra_urls: Sequence[str]) -> KubeOptions | None:
-    """KubeOptions for ``--engine kube``; None for the local engine."""
-    if args.engine != "kube":
+def kube_options(flags: CaseFlags) -> KubeOptions | None:
+    """KubeOptions for ``--engine kube`` (every ``--url`` after the first is a replica);
+    None for the local engine."""
+    if flags.engine != "kube":
         return None
+    assert flags.namespace is not None  # CASE_RULES: --engine kube needs --namespace
     return KubeOptions(
-        namespace=args.namespace,
-        workers=args.workers,
-        operator=args.operator is not False,
-        dry_run=args.dry_run,
-        image=args.image or DEFAULT_IMAGE,
-        population=_delivery(args),
-        tokenizer=args.pod_tokenizer,
-        name=args.kube_name,
-        kubeconfig=args.kubeconfig,
-        extra_urls=tuple(extra_urls),
+        namespace=flags.namespace,
+        workers=flags.workers,
+        operator=flags.operator is not False,
+        dry_run=flags.dry_run,
+        image=flags.image or DEFAULT_IMAGE,
+        population=_delivery(flags),
+        tokenizer=flags.pod_tokenizer,
+        name=flags.kube_name,
+        kubeconfig=flags.kubeconfig,
+        extra_urls=tuple(flags.url[1:]),
     )
 
 
-def _delivery(args: argparse.Namespace) -> PopulationDelivery | None:
-    if args.population_url:
-        return UrlDelivery(args.population_url)
-    if args.population_pvc:
-        claim, _, file = str(args.population_pvc).partition(":")
+def _delivery(flags: CaseFlags) -> PopulationDelivery | None:
+    if flags.population_url:
+        return UrlDelivery(flags.population_url)
+    if flags.population_pvc:
+        claim, _, file = flags.population_pvc.partition(":")
         return PvcDelivery(claim, file or "population.jsonl")
     return None
 

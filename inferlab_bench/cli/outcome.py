@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from rich.console import Group, RenderableType
 from rich.text import Text
 
 from inferlab_bench.cli.render import EXIT_FAILED, print_json, show
+from inferlab_bench.cli.wording import in_flag_words
 from inferlab_bench.protocol import ClientStatus
 from inferlab_bench.report.rundir import SavedCase
 from inferlab_bench.report.tables import case_table, load_label, sweep_table
@@ -37,13 +39,12 @@ def render_cases(
         print_json(cases_document(cases, summaries, key=lambda c: str(c.directory)))
         return
     if len(cases) == 1:
-        show(
-            case_table(
-                cases[0].result,
-                title=title or load_label(cases[0].request),
-                validity=cases[0].validity,
-            )
+        table = case_table(
+            cases[0].result,
+            title=title or load_label(cases[0].request),
+            validity=cases[0].validity,
         )
+        show(_unsaid(table))
     else:
         show(sweep_table(cases, title=title or str(out)))
     show_verdicts(cases, summaries)
@@ -69,8 +70,22 @@ def show_verdicts(cases: Sequence[SavedCase], summaries: Sequence[MetricSummary]
     for case in cases:
         for line in validity_lines(case, detailed=len(cases) == 1):
             show(Text(line))
+    if any(_prompts_miscounted(case) for case in cases):
+        show(Text(PROMPT_TOKENS_HINT))
     for line in trial_lines(tuple(summaries)):
         show(Text(line))
+
+
+PROMPT_TOKENS_HINT = (
+    "hint: prompt tokens not reconciled: the server most likely tokenizes with another "
+    "tokenizer than --tokenizer (a simulator started without --tokenizer counts words "
+    "roughly); give the server the model's tokenizer"
+)
+
+
+def _prompts_miscounted(case: SavedCase) -> bool:
+    verdicts = (case.validity or {}).get("verdicts") or {}
+    return bool(verdicts.get("prompt_tokens_reconciled") == "fail")
 
 
 def validity_lines(case: SavedCase, *, detailed: bool = False) -> list[str]:
@@ -132,12 +147,27 @@ def strict_failures(cases: Sequence[SavedCase]) -> list[str]:
     return failed
 
 
+def _unsaid(table: RenderableType) -> RenderableType:
+    """The case's table without its error line: ``exit_code`` says the error once, on stderr
+    and in flag words (result.json keeps it in the request's field words)."""
+    if not isinstance(table, Group):
+        return table
+    kept = [
+        part
+        for part in table.renderables
+        if not (isinstance(part, Text) and part.plain.startswith("error: "))
+    ]
+    return Group(*kept)
+
+
 def exit_code(cases: Sequence[SavedCase], *, strict: bool) -> int:
-    """Non-zero when a case failed, or (with ``--strict``) when a validity verdict failed."""
+    """Non-zero when a case failed, or (with ``--strict``) when a validity verdict failed.
+    Each failed case's error is one line on stderr, in flag words."""
     code = 0
     for case in cases:
         if case.result.status is ClientStatus.FAILED:
-            print(f"inferlab-bench: error: {case.label}: {case.result.error}", file=sys.stderr)
+            error = in_flag_words(case.result.error or "")
+            print(f"inferlab-bench: error: {case.label}: {error}", file=sys.stderr)
             code = EXIT_FAILED
     if strict:
         for failure in strict_failures(cases):

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 import orjson
 
 from inferlab_bench.cli.flags import bind, with_flags
+from inferlab_bench.cli.options import PrepareFlags
 from inferlab_bench.layout import CATALOG_DIR_ENV
-from inferlab_bench.runs.options import PrepareFlags
 
 if TYPE_CHECKING:
     from inferlab_bench.protocol import BenchDatasetPreparationResult
@@ -75,7 +75,7 @@ def _run(flags: PrepareFlags) -> int:
 
 
 def run_human(flags: PrepareFlags) -> int:
-    """Human mode; ``runs.options.PrepareFlags`` made sure every needed flag is there."""
+    """Human mode; ``cli.options.PrepareFlags`` made sure every needed flag is there."""
     from inferlab_bench.cli.progress import stderr_progress
     from inferlab_bench.cli.render import EXIT_FAILED, report_error
     from inferlab_bench.errors import InferlabError
@@ -122,7 +122,9 @@ def _render(result: BenchDatasetPreparationResult, note: str, *, as_json: bool) 
     if as_json:
         print_json(result.model_dump(mode="json"))
     if result.status is ClientStatus.FAILED:
-        print(f"inferlab-bench: error: {result.error}", file=sys.stderr)
+        from inferlab_bench.cli.wording import in_flag_words
+
+        print(f"inferlab-bench: error: {in_flag_words(result.error or '')}", file=sys.stderr)
         return EXIT_FAILED
     if not as_json and result.population is not None:
         print(f"dataset: {note}")

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from inferlab_bench.cli.wording import in_flag_words
 from inferlab_bench.errors import InferlabError
 
 if TYPE_CHECKING:  # rich is imported only by commands that draw tables
@@ -37,5 +38,5 @@ def print_json(data: object) -> None:
 def report_error(exc: InferlabError) -> int:
     """One clear line (and the hint) on stderr; the exit code for a failed human command."""
     hint = f" (hint: {exc.hint})" if exc.hint else ""
-    print(f"inferlab-bench: error: {exc.message}{hint}", file=sys.stderr)
+    print(f"inferlab-bench: error: {in_flag_words(exc.message + hint)}", file=sys.stderr)
     return EXIT_FAILED

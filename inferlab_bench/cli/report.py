@@ -9,6 +9,7 @@ from rich.text import Text
 
 from inferlab_bench.atomic import write_bytes_atomic
 from inferlab_bench.cli.flags import bind, with_flags
+from inferlab_bench.cli.options import ReportFlags
 from inferlab_bench.cli.outcome import cases_document, show_verdicts
 from inferlab_bench.cli.render import print_json, report_error, show
 from inferlab_bench.errors import InferlabError, RequestError
@@ -17,7 +18,6 @@ from inferlab_bench.report.check import check_folder
 from inferlab_bench.report.figures import case_plots
 from inferlab_bench.report.rundir import find_cases, trial_summaries
 from inferlab_bench.report.tables import case_table, sweep_table
-from inferlab_bench.runs.options import ReportFlags
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -9,13 +9,13 @@ from rich.text import Text
 from inferlab_bench.case.reset import OPTION_HELP
 from inferlab_bench.cli.caseflags import aiperf_echo
 from inferlab_bench.cli.flags import bind, with_flags
+from inferlab_bench.cli.options import ReproduceFlags
 from inferlab_bench.cli.render import print_json, report_error, show
 from inferlab_bench.cli.requestprogress import request_progress
 from inferlab_bench.errors import InferlabError
 from inferlab_bench.publish.reproduce import ReproduceSettings, reproduce
 from inferlab_bench.publish.tables import case_lines, summary_counts, verdict_table
 from inferlab_bench.publish.verdict import Settings
-from inferlab_bench.runs.options import ReproduceFlags
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

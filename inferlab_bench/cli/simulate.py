@@ -11,15 +11,15 @@ from typing import Any
 
 from pydantic import BaseModel, create_model
 
-from inferlab_bench.cli.flags import bind, parse_flags, with_flags
-from inferlab_bench.errors import InferlabError
-from inferlab_bench.runs.options import (
+from inferlab_bench.cli.flags import bind, default_of, parse_flags, with_flags
+from inferlab_bench.cli.options import (
     RESET_CHOICES,
     SERVER_FIELDS,
     FlagModel,
     SimulateFlags,
     simulator_config,
 )
+from inferlab_bench.errors import InferlabError
 from inferlab_bench.simulator import (
     FaultConfig,
     LatencyConfig,
@@ -58,7 +58,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _server_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", help="address to bind (default loopback)")
+    parser.add_argument("--host", help=f"address to bind ({default_of(SimulateFlags, 'host')})")
     parser.add_argument("--port", help="0 picks a free port (default 8000)")
     parser.add_argument("--model", help="served model id")
     parser.add_argument("--tokenizer", help="tokenizer directory for exact prompt token counts")
@@ -90,7 +90,7 @@ def _field_flag(
     if field.annotation is bool:
         group.add_argument(flag, action="store_true", help=field.description)
     else:
-        group.add_argument(flag, help=f"{field.description} (default {field.default})")
+        group.add_argument(flag, help=f"{field.description} ({default_of(model, name)})")
 
 
 def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
@@ -107,8 +107,17 @@ def run(args: argparse.Namespace) -> int:
     return with_flags(args, SimulateCommandFlags, _serve)
 
 
+NO_TOKENIZER_WARNING = (
+    "inferlab-bench: warning: no --tokenizer: prompt tokens are counted by a rough word rule, "
+    "so a client's prompt-token reconciliation will fail; pass --tokenizer DIR (the tokenizer "
+    "the client is given)"
+)
+
+
 def _serve(flags: FlagModel) -> int:
     config = _config(flags)
+    if config.tokenizer is None:
+        print(NO_TOKENIZER_WARNING, file=sys.stderr, flush=True)
     try:
         with running_simulator(config) as sim:
             print(f"inferlab-bench simulator serving {config.model} at {sim.base_url}", flush=True)

@@ -5,18 +5,17 @@ from __future__ import annotations
 import argparse
 
 from inferlab_bench.cli.caseflags import add_case_flags, case_options, target_from, workload_from
-from inferlab_bench.cli.flags import bind, check_run_size, namespace, usage_error, with_flags
-from inferlab_bench.cli.kube_flags import add_kube_flags, kube_options, render_dry_run, split_urls
+from inferlab_bench.cli.flags import bind, check_run_size, usage_error, with_flags
+from inferlab_bench.cli.kube_flags import add_kube_flags, kube_options, render_dry_run
+from inferlab_bench.cli.options import SweepFlags
 from inferlab_bench.cli.outcome import exit_code, render_cases
 from inferlab_bench.cli.render import report_error
 from inferlab_bench.cli.requestprogress import request_progress
 from inferlab_bench.errors import InferlabError
 from inferlab_bench.kube.job import KubeEngine
-from inferlab_bench.protocol import BenchLoadInput
 from inferlab_bench.runs.advice import run_size_advice
 from inferlab_bench.runs.kube import dry_run
-from inferlab_bench.runs.options import SweepFlags
-from inferlab_bench.runs.requests import CaseShape, case_request, load_shape
+from inferlab_bench.runs.requests import CaseShape, case_request
 from inferlab_bench.runs.sweep import run_sweep, sweep_requests
 
 
@@ -35,45 +34,37 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     bind(parser, run)
 
 
-def sweep_loads(args: argparse.Namespace) -> list[BenchLoadInput]:
-    """One load per validated --concurrency or --rate value."""
-    if args.concurrency is not None:
-        return [load_shape(concurrency=c) for c in args.concurrency]
-    return [load_shape(rate=r, burstiness=args.burstiness) for r in args.rate]
-
-
 def run(args: argparse.Namespace) -> int:
     return with_flags(args, SweepFlags, _run)
 
 
 def _run(flags: SweepFlags) -> int:
-    args = namespace(flags)
     try:
-        kube = kube_options(args, split_urls(args))
-        loads = sweep_loads(args)
+        kube = kube_options(flags)
+        loads = flags.loads()
         shape = CaseShape(
-            loads[0], requests=args.requests, warmup=args.warmup, budget_seconds=args.budget
+            loads[0], requests=flags.requests, warmup=flags.warmup, budget_seconds=flags.budget
         )
-        base = case_request(target_from(args), workload_from(args), shape, args.out.resolve())
-        check_run_size(run_size_advice(base, loads), strict=args.strict)
+        base = case_request(target_from(flags), workload_from(flags), shape, flags.out.resolve())
+        check_run_size(run_size_advice(base, loads), strict=flags.strict)
     except InferlabError as exc:  # still the flags' fault: nothing has started
         return usage_error(exc)
     try:
         if kube is not None and kube.dry_run:
-            requests = sweep_requests(base, loads, args.out.resolve())
-            return render_dry_run(dry_run(requests, kube), as_json=args.as_json)
-        planned = (args.requests + args.warmup) * len(loads) * args.trials
-        with request_progress(args.out, planned, plain=args.as_json) as progress:
+            requests = sweep_requests(base, loads, flags.out.resolve())
+            return render_dry_run(dry_run(requests, kube), as_json=flags.as_json)
+        planned = (flags.requests + flags.warmup) * len(loads) * flags.trials
+        with request_progress(flags.out, planned, plain=flags.as_json) as progress:
             outcome = run_sweep(
                 base,
                 loads,
-                case_options(args),
-                args.out.resolve(),
-                trials=args.trials,
+                case_options(flags),
+                flags.out.resolve(),
+                trials=flags.trials,
                 progress=progress,
                 engine=None if kube is None else KubeEngine(kube),
             )
     except InferlabError as exc:
         return report_error(exc)
-    render_cases(outcome.cases, (), as_json=args.as_json, out=args.out)
-    return exit_code(outcome.cases, strict=args.strict)
+    render_cases(outcome.cases, (), as_json=flags.as_json, out=flags.out)
+    return exit_code(outcome.cases, strict=flags.strict)

@@ -9,6 +9,7 @@ from typing import IO
 
 from inferlab_bench.case.stage import CaseOptions
 from inferlab_bench.errors import PopulationError
+from inferlab_bench.load import Load
 from inferlab_bench.progress import NULL_PROGRESS, ProgressSink
 from inferlab_bench.protocol import (
     BenchDatasetPreparationRequest,
@@ -28,7 +29,6 @@ from inferlab_bench.runs.requests import (
     Target,
     Workload,
     case_request,
-    load_shape,
     slo_input,
 )
 from inferlab_bench.runs.sweep import SweepOutcome, run_sweep
@@ -100,14 +100,14 @@ def run_demo(settings: DemoSettings, progress: ProgressSink = NULL_PROGRESS) -> 
             Target(sim.base_url, DEMO_MODEL, TOKENIZER_DIR),
             _workload(prep_request, Path(preparation.population.path), settings),
             CaseShape(
-                load_shape(concurrency=settings.concurrencies[0]),
+                Load.at_concurrency(settings.concurrencies[0]).wire(),
                 requests=settings.requests,
                 warmup=settings.warmup,
                 budget_seconds=300.0,
             ),
             out / "sweep",
         )
-        loads = [load_shape(concurrency=c) for c in settings.concurrencies]
+        loads = [Load.at_concurrency(c).wire() for c in settings.concurrencies]
         options = CaseOptions(prefix_cache_reset="vllm", echo=settings.aiperf_echo)
         sweep = run_sweep(base, loads, options, out / "sweep", progress=progress)
     return DemoOutcome(dataset, preparation, sweep, ground_truth)

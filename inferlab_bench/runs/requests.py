@@ -7,7 +7,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from inferlab_bench.errors import ConfigurationError
-from inferlab_bench.load import Load
 from inferlab_bench.protocol import (
     BenchCaseInput,
     BenchClientRequest,
@@ -53,28 +52,6 @@ class CaseShape:
     requests: int
     warmup: int = 0
     budget_seconds: float = 3600.0
-
-
-def load_shape(
-    concurrency: int | None = None,
-    rate: float | None = None,
-    burstiness: float | None = None,
-    unbounded: bool = False,
-) -> BenchLoadInput:
-    """Exactly one of ``--concurrency``, ``--rate`` or ``--unbounded``."""
-    chosen = [concurrency is not None, rate is not None, unbounded]
-    if sum(chosen) != 1:
-        raise ConfigurationError(
-            "load: give exactly one of --concurrency N, --rate R or --unbounded",
-            hint="e.g. --concurrency 8",
-        )
-    if burstiness is not None and rate is None:
-        raise ConfigurationError("--burstiness only applies with --rate")
-    if concurrency is not None:
-        return Load.at_concurrency(concurrency).wire()
-    if rate is not None:
-        return Load.at_rate(rate, burstiness).wire()
-    return Load.unbounded().wire()
 
 
 def slo_input(

@@ -23,11 +23,10 @@ from typing import Any
 from annotated_types import Ge, Gt, Le, Lt, MinLen
 from pydantic import BaseModel
 
-from inferlab_bench.cli import build_parser, main
+from inferlab_bench.cli import build_parser, main, options
+from inferlab_bench.cli.flagvalues import Kind
+from inferlab_bench.cli.rules import GOOD
 from inferlab_bench.cli.simulate import SimulateCommandFlags
-from inferlab_bench.runs import options
-from inferlab_bench.runs.flagvalues import Kind
-from inferlab_bench.runs.rules import GOOD
 
 # Every call that would start work, per CLI module: a variant that reaches one was accepted.
 STAGES = {
@@ -268,7 +267,12 @@ def bad_values(shape: Shape, files: Files) -> Iterator[tuple[str, str]]:
             ("directory for a file", str(files.directory)),
             ("file under a file", str(files.under_file)),
         ],
-        "url": [("not http", "ftp://host:1"), ("port out of range", "http://host:99999")],
+        "url": [
+            ("not http", "ftp://host:1"),
+            ("port out of range", "http://host:99999"),
+            ("spaces, not a URL", "not a url"),
+        ],
+        "url_path": [("no leading slash", "v1/chat"), ("spaces in path", "/v1/a b")],
         "json_object": [
             ("JSON list", "[1]"),
             ("invalid JSON", "{bad"),
@@ -312,6 +316,8 @@ def _bad_numbers(shape: Shape) -> Iterator[tuple[str, str]]:
             yield "negative", "-1"
         if low > 0 or "gt" in shape.bounds:
             yield "zero", "0"
+        if not integer and low > 0:
+            yield "a sliver above zero, below the bound", repr(low / 1000)
     high = shape.bounds.get("le", shape.bounds.get("lt"))
     if high is not None:
         over = int(high) + 1 if integer else high * 10 if high else 1

@@ -271,6 +271,9 @@ def test_run_needs_a_workload(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     population = tmp_path / "population.jsonl"
     population.write_text('{"output_length": 4}\n')
     code, err = cli_in_process(capsys, *base, "--population", population)
+    assert code == 2 and "1 entry, but --requests 2 needs 2" in err
+    population.write_text('{"output_length": 4}\n' * 2)
+    code, err = cli_in_process(capsys, *base, "--population", population)
     assert code == 2 and "--prepare-request" in err
 
 

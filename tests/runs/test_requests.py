@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from inferlab_bench.errors import ConfigurationError, PopulationError
+from inferlab_bench.load import Load
 from inferlab_bench.protocol import RandomSource, dump_json
 from inferlab_bench.runs.population import population_facts
 from inferlab_bench.runs.requests import (
@@ -16,23 +17,9 @@ from inferlab_bench.runs.requests import (
     Workload,
     case_request,
     endpoint_input,
-    load_shape,
     slo_input,
 )
 from tests.conftest import SchemaCheck
-
-
-def test_exactly_one_load_option() -> None:
-    assert load_shape(concurrency=4).kind == "concurrency_limited"
-    rate = load_shape(rate=2.5, burstiness=0.5)
-    assert rate.kind == "request_rate_limited" and rate.burstiness == 0.5
-    assert load_shape(unbounded=True).kind == "unbounded_request_rate"
-    with pytest.raises(ConfigurationError, match="exactly one"):
-        load_shape()
-    with pytest.raises(ConfigurationError, match="exactly one"):
-        load_shape(concurrency=1, rate=1.0)
-    with pytest.raises(ConfigurationError, match="--burstiness only applies"):
-        load_shape(concurrency=1, burstiness=2.0)
 
 
 def test_slo_is_absent_without_bounds() -> None:
@@ -71,7 +58,7 @@ def test_case_request_is_schema_valid(tmp_path: Path, check_v6: SchemaCheck) -> 
     request = case_request(
         Target("http://127.0.0.1:8000", "sim", "/tok"),
         workload,
-        CaseShape(load_shape(rate=3.0), requests=16, warmup=0, budget_seconds=120.0),
+        CaseShape(Load.at_rate(3.0).wire(), requests=16, warmup=0, budget_seconds=120.0),
         tmp_path,
     )
     check_v6("BenchClientRequest", json.loads(dump_json(request)))

@@ -6,6 +6,7 @@ request field (``case.load_shape.concurrency``); what was expected reads the sam
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -106,3 +107,26 @@ def describe_fields(exc: ValidationError, limit: int = 5) -> str:
 
 def _dotted(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(part) for part in loc) or "(top level)"
+
+
+# Request fields as a person at a terminal types them. Longest first, so that
+# ``warmup_request_count`` is not read as ``warmup_`` + ``request_count``.
+FIELD_FLAGS: tuple[tuple[str, str], ...] = (
+    ("endpoint.host/port", "--url"),
+    ("warmup_request_count", "--warmup"),
+    ("request_count", "--requests"),
+    ("required_entries", "--entries"),
+    ("max_input_tokens", "--max-input-tokens"),
+    ("case_budget_seconds", "--budget"),
+    ("model.served_name", "--model"),
+)
+_FIELD_WORDS = re.compile(
+    "|".join(rf"(?<![\w./-]){re.escape(field)}(?![\w/])" for field, _ in FIELD_FLAGS)
+)
+
+
+def in_flag_words(text: str) -> str:
+    """A stage's message (worded for a JSON request) in the flags of the human commands:
+    ``lower request_count / warmup_request_count`` -> ``lower --requests / --warmup``."""
+    flags = dict(FIELD_FLAGS)
+    return _FIELD_WORDS.sub(lambda match: flags[match.group(0)], text)

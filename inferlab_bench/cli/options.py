@@ -12,7 +12,7 @@ from typing import Annotated, Any, ClassVar, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 from pydantic.fields import FieldInfo
 
-from inferlab_bench.runs.flagvalues import (
+from inferlab_bench.cli.flagvalues import (
     AnyPath,
     Budget,
     ConnectionsOption,
@@ -31,16 +31,18 @@ from inferlab_bench.runs.flagvalues import (
     Ratio,
     ResetOption,
     Seed,
+    ServerUrl,
     Text,
     Tokens,
     Trials,
     Url,
+    UrlPath,
     Workers,
     WritableDir,
     WritableFile,
     ZeroOrMore,
 )
-from inferlab_bench.runs.rules import (
+from inferlab_bench.cli.rules import (
     AtMost,
     Conflicts,
     Needs,
@@ -51,6 +53,8 @@ from inferlab_bench.runs.rules import (
     check,
     rule_error,
 )
+from inferlab_bench.load import Load
+from inferlab_bench.protocol import BenchLoadInput
 from inferlab_bench.simulator.config import FaultConfig, LatencyConfig, SimulatorConfig
 
 
@@ -107,10 +111,10 @@ CASE_RULES: tuple[Rule, ...] = (
 class CaseFlags(FlagModel):
     """The flags ``run`` and ``sweep`` share: server, workload, SLOs, run and engine."""
 
-    url: list[Url] = Field(min_length=1)
+    url: list[ServerUrl] = Field(min_length=1)
     model: Text
     tokenizer: Text
-    chat_path: Text = "/v1/chat/completions"
+    chat_path: UrlPath = "/v1/chat/completions"
     population: ExistingFile | None = None
     prepare_request: ExistingFile | None = None
     random_input_tokens: Tokens | None = None
@@ -176,6 +180,14 @@ class RunFlags(CaseFlags):
     burstiness: Positive | None = None
     unbounded: bool = False
 
+    def load(self) -> BenchLoadInput:
+        """The one load these flags chose (``RULES`` made sure exactly one was given)."""
+        if self.concurrency is not None:
+            return Load.at_concurrency(self.concurrency).wire()
+        if self.rate is not None:
+            return Load.at_rate(self.rate, self.burstiness).wire()
+        return Load.unbounded().wire()
+
 
 class SweepFlags(CaseFlags):
     """``sweep``: one case per concurrency or per rate."""
@@ -184,6 +196,12 @@ class SweepFlags(CaseFlags):
     concurrency: CountList | None = None
     rate: RateList | None = None
     burstiness: Positive | None = None
+
+    def loads(self) -> list[BenchLoadInput]:
+        """One load per --concurrency or --rate value (``RULES``: exactly one list given)."""
+        if self.concurrency is not None:
+            return [Load.at_concurrency(c).wire() for c in self.concurrency]
+        return [Load.at_rate(r, self.burstiness).wire() for r in self.rate or []]
 
 
 _RANGE_HINT = "e.g. --concurrency-range 1:256 or --rate-range 0.5:64"
@@ -205,7 +223,7 @@ class CapacityFlags(CaseFlags):
     concurrency_range: CountRange | None = None
     rate_range: RateRange | None = None
     burstiness: Positive | None = None
-    attainment: Ratio | None = None
+    attainment: Ratio = 0.95
     percentile: Literal["p50", "p75", "p90", "p95", "p99"] | None = None
     planner: Literal["smooth-isotonic", "monotonic", "bayesian"] = "smooth-isotonic"
     max_probes: Annotated[int, Field(ge=2, le=200)] = 20
@@ -348,7 +366,7 @@ class ReproduceFlags(FlagModel):
 
     RULES = (Needs("dataset", ("reprepare",), "--dataset is read only to prepare again"),)
     bundle: ExistingFile
-    url: Url
+    url: ServerUrl
     model: Text
     tokenizer: ExistingDir
     out: WritableDir

@@ -13,7 +13,7 @@ from typing import Protocol
 from pydantic import BaseModel
 from pydantic_core import PydanticCustomError
 
-from inferlab_bench.runs.wording import RULE_ERROR
+from inferlab_bench.cli.wording import RULE_ERROR
 
 GOOD = "<good>"
 """In a violation: give this field a valid value of its own kind."""

@@ -21,9 +21,9 @@ from pydantic_core import PydanticCustomError
 from inferlab_bench.case.connections import OPTION_HELP as CONNECTIONS_HELP
 from inferlab_bench.case.connections import parse_option as parse_connections_option
 from inferlab_bench.case.reset import OPTION_HELP, parse_reset_option
+from inferlab_bench.cli.wording import VALUE_ERROR
 from inferlab_bench.errors import ConfigurationError
 from inferlab_bench.protocol import SETTING_VALUE_ADAPTER
-from inferlab_bench.runs.wording import VALUE_ERROR
 
 U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1
@@ -31,6 +31,8 @@ MAX_TOKENS = 1_048_576
 """Longer than any model's context: a synthetic prompt or output beyond this is a typo."""
 MAX_RATE = 1_000_000.0
 """Requests per second no single client machine can send; above it the flag is a typo."""
+MIN_BUDGET_SECONDS = 1.0
+"""The protocol counts the case's timeout in whole seconds, at least one."""
 MAX_BUDGET_SECONDS = 10_000_000.0
 MAX_TRIALS = 1000
 MAX_WORKERS = 10_000
@@ -114,8 +116,28 @@ def _url(text: str) -> str:
         port = parts.port
     except ValueError:
         port = -1
-    if parts.scheme not in ("http", "https") or not parts.hostname or port == -1:
+    host = parts.hostname or ""
+    if parts.scheme not in ("http", "https") or not _is_host(host) or port == -1:
         raise refuse("expected http://HOST:PORT (a port 0-65535)")
+    return text
+
+
+def _server_url(text: str) -> str:
+    """The server under test: plain HTTP (the protocol's endpoint has no TLS), a host name."""
+    _url(text)
+    if text.startswith("https://"):
+        raise refuse("expected http://HOST:PORT (the protocol's endpoint is plain HTTP)")
+    return text
+
+
+def _is_host(host: str) -> bool:
+    """A host name or address as the protocol's endpoint takes it (no spaces or / ? # @)."""
+    return bool(host) and not any(ch.isspace() or ch in "/?#@" for ch in host)
+
+
+def _url_path(text: str) -> str:
+    if not text.startswith("/") or any(ch.isspace() for ch in text):
+        raise refuse("expected a URL path starting with '/', without spaces")
     return text
 
 
@@ -203,6 +225,9 @@ WritableFile = Annotated[
 ]
 AnyPath = Annotated[Path, Kind("path"), BeforeValidator(_text)]
 Url = Annotated[str, Kind("url"), BeforeValidator(_text), AfterValidator(_url)]
+ServerUrl = Annotated[str, Kind("url"), BeforeValidator(_text), AfterValidator(_server_url)]
+"""The server under test: ``http://HOST:PORT`` (a bare ``HOST:PORT`` reads as http)."""
+UrlPath = Annotated[str, Kind("url_path"), BeforeValidator(_text), AfterValidator(_url_path)]
 JsonObject = Annotated[dict[str, Any], Kind("json_object"), BeforeValidator(_json_object)]
 ResetOption = Annotated[
     str,
@@ -227,7 +252,7 @@ Workers = Annotated[int, Field(ge=1, le=MAX_WORKERS)]
 Positive = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
 Ratio = Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)]
 Rate = Annotated[float, Field(gt=0.0, le=MAX_RATE, allow_inf_nan=False)]
-Budget = Annotated[float, Field(gt=0.0, le=MAX_BUDGET_SECONDS, allow_inf_nan=False)]
+Budget = Annotated[float, Field(ge=MIN_BUDGET_SECONDS, le=MAX_BUDGET_SECONDS, allow_inf_nan=False)]
 CountList = Annotated[list[Count], Kind("list"), BeforeValidator(_split), Field(min_length=1)]
 RateList = Annotated[list[Rate], Kind("list"), BeforeValidator(_split), Field(min_length=1)]
 CountRange = Annotated[
