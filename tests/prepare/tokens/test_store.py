@@ -14,8 +14,7 @@ from transformers import AutoTokenizer
 
 from inferlab_bench.prepare.materialize import Conversation, parse_conversation
 from inferlab_bench.prepare.stage import run_prepare
-from inferlab_bench.prepare.tokens import ChatTokenizer, fingerprint, pretoken
-from inferlab_bench.prepare.tokens import store as tokenstore
+from inferlab_bench.prepare.tokens import ChatTokenizer, fingerprint, pretoken, store
 from inferlab_bench.prepare.tokens.pretoken import WordMemory
 from tests.prepare.conftest import QWEN_DIR, REAL_SAMPLE, convo, prep_request
 from tests.prepare.test_equivalence_real import ADVERSARIAL, TOKENIZERS
@@ -50,8 +49,8 @@ def _kept(locator: str, kwargs: dict[str, Any] | None = None) -> tuple[ChatToken
     real = ChatTokenizer(locator, kwargs)
     for chat in _chats():
         real.render(chat)
-    tokenstore.save(real, fingerprint(locator))
-    kept = tokenstore.load(locator, kwargs or {}, fingerprint(locator))
+    store.save(real, fingerprint(locator))
+    kept = store.load(locator, kwargs or {}, fingerprint(locator))
     assert kept is not None
     return kept, real
 
@@ -63,7 +62,7 @@ def test_the_kept_tokenizer_counts_as_autotokenizer(locator: str) -> None:
     assert kept.transformers_tokenizer is None  # read without transformers
     assert kept.added_tokens == real.added_tokens
     assert kept._backend.to_str() == auto.backend_tokenizer.to_str()
-    saved = json.loads(tokenstore.backend_path(fingerprint(locator)).read_text())["model"]
+    saved = json.loads(store.backend_path(fingerprint(locator)).read_text())["model"]
     assert all(isinstance(m, str) for m in saved.get("merges", []))  # the faster form
     texts = [m["content"] for chat in _chats() for m in chat]
     texts += [real.render(chat) for chat in _chats()]
@@ -97,12 +96,12 @@ def test_kept_plans_render_as_apply_chat_template(locator: str) -> None:
 def test_a_damaged_or_foreign_store_is_not_used(isolated_cache: Path) -> None:
     kept, _ = _kept(QWEN_DIR)
     print_ = fingerprint(QWEN_DIR)
-    facts = tokenstore.facts_path(print_, {})
-    assert tokenstore.load(QWEN_DIR, {"other": 1}, print_) is None  # other kwargs
-    tokenstore.backend_path(print_).write_text("{ cut")
-    assert tokenstore.load(QWEN_DIR, {}, print_) is None
+    facts = store.facts_path(print_, {})
+    assert store.load(QWEN_DIR, {"other": 1}, print_) is None  # other kwargs
+    store.backend_path(print_).write_text("{ cut")
+    assert store.load(QWEN_DIR, {}, print_) is None
     facts.write_text(json.dumps({**json.loads(facts.read_text()), "fingerprint": "x"}))
-    assert tokenstore.load(QWEN_DIR, {}, print_) is None
+    assert store.load(QWEN_DIR, {}, print_) is None
 
 
 def test_plans_turned_off_are_never_kept(isolated_cache: Path) -> None:
@@ -110,12 +109,12 @@ def test_plans_turned_off_are_never_kept(isolated_cache: Path) -> None:
     real.render([{"role": "user", "content": "hi"}])
     assert real.plans is not None
     real.plans.verified([{"role": "user", "content": "hi"}], same=False)  # a difference
-    tokenstore.save(real, fingerprint(QWEN_DIR))
-    assert tokenstore.load(QWEN_DIR, {}, fingerprint(QWEN_DIR)) is None
+    store.save(real, fingerprint(QWEN_DIR))
+    assert store.load(QWEN_DIR, {}, fingerprint(QWEN_DIR)) is None
     again = ChatTokenizer(QWEN_DIR)
     again.render([{"role": "user", "content": "hi"}])
-    tokenstore.save(again, fingerprint(QWEN_DIR))  # off stays off
-    assert tokenstore.load(QWEN_DIR, {}, fingerprint(QWEN_DIR)) is None
+    store.save(again, fingerprint(QWEN_DIR))  # off stays off
+    assert store.load(QWEN_DIR, {}, fingerprint(QWEN_DIR)) is None
 
 
 @pytest.mark.parametrize("locator", TOKENIZERS, indirect=True)
@@ -127,20 +126,20 @@ def test_remembered_words_count_as_modelled_ones(locator: str, isolated_cache: P
     expected = [len(auto(t, add_special_tokens=False)["input_ids"]) for t in texts]
     first = ChatTokenizer(locator)
     assert first.count_texts(texts[::2]) == expected[::2]
-    tokenstore.keep_words(first, fingerprint(locator))
-    path = tokenstore.words_path(fingerprint(locator))
+    store.keep_words(first, fingerprint(locator))
+    path = store.words_path(fingerprint(locator))
     if first.learned_words() is None:  # no counting by word (no proved split): nothing kept
         assert not path.exists()
         return
     again = ChatTokenizer(locator)
-    tokenstore.recall_words(again, fingerprint(locator))
+    store.recall_words(again, fingerprint(locator))
     assert again.count_texts(texts) == expected
     learned = again.learned_words()
     assert learned is not None
     assert learned.words and not learned.words.keys() & json.loads(path.read_text())["words"]
-    tokenstore.keep_words(again, fingerprint(locator))  # grows by what was new
+    store.keep_words(again, fingerprint(locator))  # grows by what was new
     third = ChatTokenizer(locator)
-    tokenstore.recall_words(third, fingerprint(locator))
+    store.recall_words(third, fingerprint(locator))
     assert third.count_texts(texts) == expected
     assert third.learned_words() == WordMemory({}, {})
     assert third.word_memory() is None  # nothing new: not written again
@@ -148,10 +147,10 @@ def test_remembered_words_count_as_modelled_ones(locator: str, isolated_cache: P
 
 def test_a_damaged_or_foreign_word_memory_is_not_used(isolated_cache: Path) -> None:
     print_ = fingerprint(QWEN_DIR)
-    path = tokenstore.words_path(print_)
+    path = store.words_path(print_)
     first = ChatTokenizer(QWEN_DIR)
     first.count_texts(["hello there, world"])
-    tokenstore.keep_words(first, print_)
+    store.keep_words(first, print_)
     good = json.loads(path.read_text())
     assert good["words"] == {"hello": 1, " there": 1, ",": 1, " world": 1}
     damaged = [
@@ -168,13 +167,13 @@ def test_a_damaged_or_foreign_word_memory_is_not_used(isolated_cache: Path) -> N
     for bad in [*damaged, "{ cut"]:
         path.write_text(bad if isinstance(bad, str) else json.dumps(bad))
         tok = ChatTokenizer(QWEN_DIR)
-        tokenstore.recall_words(tok, print_)
+        store.recall_words(tok, print_)
         assert tok.count_texts(["hello there, world"]) == [4]
         learned = tok.learned_words()
         assert learned is not None and "hello" in learned.words  # modelled, not remembered
     path.write_text(json.dumps(good))
     tok = ChatTokenizer(QWEN_DIR)
-    tokenstore.recall_words(tok, print_)
+    store.recall_words(tok, print_)
     assert tok.count_texts(["hello there, world"]) == [4]
     assert tok.learned_words() == WordMemory({}, {})  # remembered, not modelled
 
@@ -186,8 +185,8 @@ def test_words_counted_in_forked_children_are_kept(isolated_cache: Path) -> None
     texts = [f"{word} " * 5000 for word in words]  # past the parallel threshold
     tok = ChatTokenizer(QWEN_DIR)
     counts = count_on_all_cores(tok, texts, workers=2)
-    tokenstore.keep_words(tok, fingerprint(QWEN_DIR))
-    kept = json.loads(tokenstore.words_path(fingerprint(QWEN_DIR)).read_text())["words"]
+    store.keep_words(tok, fingerprint(QWEN_DIR))
+    kept = json.loads(store.words_path(fingerprint(QWEN_DIR)).read_text())["words"]
     assert {" " + word for word in words} <= kept.keys()  # odd ones came from the child
     assert counts == ChatTokenizer(QWEN_DIR).count_texts(texts)
 
@@ -205,13 +204,13 @@ def test_words_counted_by_the_table_workers_are_kept(
     tok = ChatTokenizer(QWEN_DIR)
     records = read_records(REAL_SAMPLE).records
     table.build_table(records, tok, 300, workers=2)  # small limit: many inputs counted
-    tokenstore.keep_words(tok, fingerprint(QWEN_DIR))
-    kept = json.loads(tokenstore.words_path(fingerprint(QWEN_DIR)).read_text())["words"]
+    store.keep_words(tok, fingerprint(QWEN_DIR))
+    kept = json.loads(store.words_path(fingerprint(QWEN_DIR)).read_text())["words"]
     assert len(kept) > 1000
     texts = [m["content"] for chat in _chats() for m in chat]
     auto = AutoTokenizer.from_pretrained(QWEN_DIR, local_files_only=True)
     again = ChatTokenizer(QWEN_DIR)
-    tokenstore.recall_words(again, fingerprint(QWEN_DIR))
+    store.recall_words(again, fingerprint(QWEN_DIR))
     assert again.count_texts(texts) == [
         len(auto(t, add_special_tokens=False)["input_ids"]) for t in texts
     ]
@@ -258,7 +257,7 @@ def test_a_warm_run_with_another_seed_never_imports_transformers(
     assert imported == {"cold": ["transformers", "numpy", "pyarrow"], "warm": []}
     assert manifest["tokenizer_loaded"] == "kept"
     assert manifest["chosen_entries_counted_now"] > 0
-    assert tokenstore.words_path(fingerprint(QWEN_DIR)).is_file()  # kept by the cold run
+    assert store.words_path(fingerprint(QWEN_DIR)).is_file()  # kept by the cold run
     fresh = prep_request(source, catalog, tmp_path / "fresh", required=20, seed=2)
     isolated_cache.rename(tmp_path / "old-cache")  # a cold run with seed 2
     assert run_prepare(fresh, catalog_dir=catalog).status.value == "succeeded"
@@ -276,7 +275,7 @@ def test_a_warm_run_whose_kept_backend_is_damaged_loads_the_real_tokenizer(
     source, catalog = dataset(json.loads(REAL_SAMPLE.read_text()))
     cold = prep_request(source, catalog, tmp_path / "cold", required=20, seed=1)
     assert run_prepare(cold, catalog_dir=catalog).status.value == "succeeded"
-    tokenstore.backend_path(fingerprint(QWEN_DIR)).write_text("{ cut")
+    store.backend_path(fingerprint(QWEN_DIR)).write_text("{ cut")
     warm = prep_request(source, catalog, tmp_path / "warm", required=20, seed=2)
     assert run_prepare(warm, catalog_dir=catalog).status.value == "succeeded"
     manifest = json.loads((tmp_path / "warm" / "preparation-manifest.json").read_text())
@@ -299,19 +298,19 @@ def test_a_wrong_word_memory_is_caught_by_the_check_and_forgotten(isolated_cache
     _, real = _kept(QWEN_DIR)
     texts = [real.render(chat) for chat in _chats()]
     real.count_texts(texts)
-    tokenstore.keep_words(real, fingerprint(QWEN_DIR))
-    path = tokenstore.words_path(fingerprint(QWEN_DIR))
+    store.keep_words(real, fingerprint(QWEN_DIR))
+    path = store.words_path(fingerprint(QWEN_DIR))
     stored = json.loads(path.read_text())
     stored["words"][" the"] = stored["words"][" the"] + 1
     path.write_text(json.dumps(stored))
     filler = "\n".join(texts) * (pretoken.CHECKED // len("\n".join(texts)) + 1)
-    kept = tokenstore.load(QWEN_DIR, {}, fingerprint(QWEN_DIR))
+    kept = store.load(QWEN_DIR, {}, fingerprint(QWEN_DIR))
     assert kept is not None and kept.transformers_tokenizer is None
     # the filler alone is checked: the texts after it would keep the memory's wrong counts
     exact = [len(e) for e in kept._backend.encode_batch([filler, *texts], add_special_tokens=False)]
     assert kept.count_texts([filler, *texts]) == exact
     assert kept.word_counts_differed
-    tokenstore.keep(kept, fingerprint(QWEN_DIR))
+    store.keep(kept, fingerprint(QWEN_DIR))
     assert not path.exists()
 
 
