@@ -142,7 +142,7 @@ def _violated(c: Chosen, n_input: int, n_target: int, max_input: int) -> str:
         f"record {c.conversation.index}: its exact counts (input {n_input} of at most "
         f"{max_input}, target {n_target}) contradict the bound that admitted it "
         f"(table: input {c.input_tokens}, target {c.target_tokens}); this is a bug in "
-        "inferlab_bench/prepare/bounds.py"
+        "inferlab_bench/prepare/tokens/bounds.py"
     )
 
 
