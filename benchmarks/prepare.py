@@ -15,6 +15,11 @@ Python (``--entry stage``, the default) or through ``inferlab-bench prepare``
 our tokenizing workers are forked children), checks that the reference, cold and warm
 populations are byte-identical and the census equal, and prints the ratios. The same v6
 request goes to both.
+
+``--baseline DIR`` also times another checkout of ours (e.g. ``git archive`` of main into a
+temporary directory) in the same run: its cold row right after ours, and its warm trials
+alternated with ours, so that both see the same load on a shared host (``baseline_*``
+rows; its populations must equal ours).
 """
 
 from __future__ import annotations
@@ -112,6 +117,7 @@ _STAGE = (
 
 
 def _ours(request: Path, env: dict[str, str], catalog: Path, entry: str) -> dict[str, Any]:
+    """One run of ours (the checkout ``env``'s ``PYTHONPATH`` names)."""
     result = request.with_name(request.name.replace(".request", ".result"))
     if entry == "cli":
         command = [sys.executable, "-m", "inferlab_bench", "prepare", "--input", str(request)]
@@ -158,6 +164,11 @@ def main() -> None:
         default=5,
         help="timed runs of each warm row, each from the cache the cold run left (default 5)",
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="another checkout of ours to time alongside, interleaved (e.g. main's)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="inferlab-bench-prepare-"))
@@ -171,31 +182,46 @@ def main() -> None:
 def _run(work: Path, args: argparse.Namespace) -> dict[str, Any]:
     from tests.prepare.conftest import write_catalog
 
-    # Ours byte-compiled first, as pip compiles an installed package (the reference's venv
-    # has its .pyc files): an environment with PYTHONDONTWRITEBYTECODE set would otherwise
-    # compile our modules from source in every timed run.
-    compileall.compile_dir(REPO / "inferlab_bench", quiet=1)
     source = args.dataset.resolve()
     sha256 = hashlib.sha256(source.read_bytes()).hexdigest()
     catalog = write_catalog(work / "catalog", sha256, "http://127.0.0.1:9/unused")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TOKENIZERS_PARALLELISM": "false"}
-    ours_env = {**env, "XDG_CACHE_HOME": str(work / "ours-cache")}
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+    sides = {"ours": REPO} | ({"baseline": args.baseline.resolve()} if args.baseline else {})
+    for checkout in sides.values():
+        # Byte-compiled first, as pip compiles an installed package (the reference's venv
+        # has its .pyc files): an environment with PYTHONDONTWRITEBYTECODE set would
+        # otherwise compile our modules from source in every timed run.
+        compileall.compile_dir(checkout / "inferlab_bench", quiet=1)
     rows: dict[str, Any] = {"dataset": str(source), "source_mb": source.stat().st_size / 1e6}
+    rows["load_average_before"] = os.getloadavg()
     if args.against == "il-0.5":
-        ref_env = {**env, "XDG_CACHE_HOME": str(work / "reference-cache")}
+        ref_env = {**env, "PYTHONPATH": str(REPO), "XDG_CACHE_HOME": str(work / "ref-cache")}
         rows["reference"] = _reference(_request(source, sha256, work / "ref", args, 1), ref_env)
-    cold_request = _request(source, sha256, work / "ours_cold", args, 1)
-    rows["ours_cold"] = _ours(cold_request, ours_env, catalog, args.entry)
-    after_cold = work / "ours-cache-after-cold"
-    shutil.copytree(work / "ours-cache", after_cold)
-    for name, seed in (("ours_warm", 1), ("ours_warm_other_seed", 2)):
-        request = _request(source, sha256, work / name, args, seed)
-        trials = []
+    envs = {
+        side: {**env, "PYTHONPATH": str(path), "XDG_CACHE_HOME": str(work / f"{side}-cache")}
+        for side, path in sides.items()
+    }
+    for side in sides:
+        cold_request = _request(source, sha256, work / f"{side}_cold", args, 1)
+        rows[f"{side}_cold"] = _ours(cold_request, envs[side], catalog, args.entry)
+        shutil.copytree(work / f"{side}-cache", work / f"{side}-cache-after-cold")
+    for name, seed in (("warm", 1), ("warm_other_seed", 2)):
+        trials: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
         for _ in range(max(1, args.warm_trials)):
-            shutil.rmtree(work / "ours-cache")
-            shutil.copytree(after_cold, work / "ours-cache")  # each trial: right after cold
-            trials.append(_ours(request, ours_env, catalog, args.entry))
-        rows[name] = _median_trial(trials)
+            for side in sides:  # alternated, each trial right after its side's cold run
+                request = _request(source, sha256, work / f"{side}_{name}", args, seed)
+                shutil.rmtree(work / f"{side}-cache")
+                shutil.copytree(work / f"{side}-cache-after-cold", work / f"{side}-cache")
+                trials[side].append(_ours(request, envs[side], catalog, args.entry))
+        for side in sides:
+            rows[f"{side}_{name}"] = _median_trial(trials[side])
+    rows["load_average_after"] = os.getloadavg()
+    return _checks(rows)
+
+
+def _checks(rows: dict[str, Any]) -> dict[str, Any]:
+    """Whether the populations agree (the reference, cold and warm; another seed differs;
+    the baseline's equal ours) and the ratios to the reference."""
     cold, warm = rows["ours_cold"], rows["ours_warm"]
     rows["other_seed_differs"] = (
         rows["ours_warm_other_seed"]["population_sha256"] != cold["population_sha256"]
@@ -211,6 +237,12 @@ def _run(work: Path, args: argparse.Namespace) -> dict[str, Any]:
         rows["cold_speedup"] = round(reference["seconds"] / cold["seconds"], 2)
         rows["warm_speedup"] = round(reference["seconds"] / warm["seconds"], 1)
     rows["identical_population"] = len(shas) == 1 and None not in shas
+    if "baseline_cold" in rows:
+        rows["baseline_populations_equal_ours"] = all(
+            rows[f"baseline_{name}"]["population_sha256"]
+            == rows[f"ours_{name}"]["population_sha256"]
+            for name in ("cold", "warm", "warm_other_seed")
+        )
     rows["this_process_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     rows["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return rows

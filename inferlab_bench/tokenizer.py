@@ -6,7 +6,7 @@ tokenizers library alone would not be the same tokenizer. What may skip transfor
 the backend AutoTokenizer built, serialized by the tokenizers library itself
 (``save_backend``) and read back (``load_backend``): the same normalizer, pre-tokenizer,
 model and added tokens, so the same ids for every text
-(``tests/prepare/test_tokenstore.py`` compares them with AutoTokenizer's on real ShareGPT
+(``tests/prepare/tokens/test_store.py`` compares them with AutoTokenizer's on real ShareGPT
 and adversarial text for every tokenizer the preparation tests use).
 """
 

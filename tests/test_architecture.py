@@ -213,3 +213,17 @@ def test_both_engines_satisfy_the_seam() -> None:
 
     for engine in (LocalEngine(), KubeEngine(KubeOptions(namespace="bench"))):
         assert isinstance(engine, LoadEngine)
+
+
+def test_token_counting_never_imports_the_rest_of_the_stage() -> None:
+    """``prepare/tokens`` is counted on by the stage, never the other way: from the rest
+    of ``prepare`` it takes only the file stamps (a tokenizer's fingerprint)."""
+    tokens = PACKAGE / "prepare" / "tokens"
+    offenders = {
+        f"{path.relative_to(PACKAGE)} imports {module}"
+        for path in tokens.rglob("*.py")
+        for module in internal_modules(path)
+        if module.startswith("inferlab_bench.prepare.")
+        and not module.startswith(("inferlab_bench.prepare.tokens", "inferlab_bench.prepare.stamp"))
+    }
+    assert not offenders, sorted(offenders)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import atexit
-import contextlib
 import importlib
 import os
 import sys
@@ -16,7 +14,6 @@ from types import ModuleType
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 from inferlab_bench import __version__
-from inferlab_bench.cli.headstart import start_reading_kept_tokenizer
 
 COMMANDS = (
     "handshake",
@@ -44,7 +41,7 @@ def _command(name: str) -> ModuleType:
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole command line, or, with ``only``, just that subcommand (same flags)."""
-    from inferlab_bench.cli.flags import FlagParser  # the flags' models: after a head start
+    from inferlab_bench.cli.flags import FlagParser
 
     parser = FlagParser(
         prog="inferlab-bench",
@@ -78,8 +75,6 @@ def translate_legacy(argv: Sequence[str]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = translate_legacy(sys.argv[1:] if argv is None else argv)
     named = args_list[0] if args_list and args_list[0] in COMMANDS else None
-    if named == "prepare":
-        start_reading_kept_tokenizer(args_list[1:])
     parser = build_parser(only=named)
     from inferlab_bench.cli.flags import check_known, refuse_unknown
 
@@ -95,31 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry() -> int:
-    """The installed ``inferlab-bench`` command and ``python -m inferlab_bench``: ``main``,
-    then out without the interpreter's teardown (``_leave_without_teardown``). Tests call
-    ``main`` in-process instead."""
-    atexit.register(_leave_without_teardown)
-    code = main()
-    _EXIT_CODE.append(code)
-    return code
-
-
-_EXIT_CODE: list[int] = []
-
-
-def _leave_without_teardown() -> None:
-    """Registered before anything else, this exit handler runs after every other one (and
-    after Python has joined the threads that are not daemons): it flushes the standard
-    streams and leaves with the command's code, skipping the teardown of every imported
-    module (about 0.07 s after a preparation). Every file we write is complete by then
-    (``atomic``: written, fsynced and renamed before the call returns). When ``main``
-    raised instead of returning, Python exits the usual way."""
-    if not _EXIT_CODE:
-        return
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(_EXIT_CODE[0])
+    """The installed ``inferlab-bench`` command and ``python -m inferlab_bench``."""
+    return main()
 
 
 if __name__ == "__main__":  # pragma: no cover

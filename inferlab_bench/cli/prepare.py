@@ -1,8 +1,7 @@
 """``inferlab-bench prepare``: freeze a population — JSON mode (--input/--output) or human flags.
 
 In JSON mode the stage (the protocol's models, numpy, pyarrow) is imported only once the
-flags are valid; a warm preparation's kept tokenizer is already being read by then
-(``cli.headstart``).
+flags are valid.
 """
 
 from __future__ import annotations

@@ -9,14 +9,14 @@ rather than freezing a population the census does not describe.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any
 
 from inferlab_bench.errors import TokenizerError
-from inferlab_bench.prepare.counting import count_on_all_cores
 from inferlab_bench.prepare.materialize import UNCOUNTED, Conversation
-from inferlab_bench.prepare.tokenize import ChatTokenizer
+from inferlab_bench.prepare.tokens import ChatTokenizer, store
+from inferlab_bench.prepare.tokens.counting import count_on_all_cores
 from inferlab_bench.prepare.tokentable import TokenTable
 
 
@@ -36,22 +36,53 @@ class Chosen:
         return UNCOUNTED not in (self.input_tokens, self.target_tokens)
 
 
-class Kept(Protocol):
-    """The tokenizer kept by ``tokenstore``: renders from verified plans only, and counts
-    (None when it cannot, then the real tokenizer counts)."""
+class Tokenizers:
+    """The tokenizers a preparation may count with, each made on first use: the real one
+    (through transformers; a warm run whose chosen entries all have counts never loads
+    it) and the one ``store`` kept (read without transformers, with its word memory)."""
 
-    def planned(self, messages: Sequence[Mapping[str, str]]) -> str | None: ...
+    def __init__(self, locator: str, template_kwargs: dict[str, Any], fingerprint: str) -> None:
+        self.fingerprint = fingerprint
+        self._args = (locator, template_kwargs)
+        self._real: ChatTokenizer | None = None
+        self._kept: ChatTokenizer | None = None
+        self._kept_read = False
+        self.kept_counted = False
 
-    def count(self, texts: list[str]) -> list[int] | None: ...
+    def __call__(self) -> ChatTokenizer:
+        """The real tokenizer."""
+        if self._real is None:
+            self._real = ChatTokenizer(*self._args)
+        return self._real
 
+    def kept(self) -> ChatTokenizer | None:
+        """The kept tokenizer (None when there is none, or the real one is loaded: it
+        counts the same)."""
+        if self._real is not None:
+            return None
+        if not self._kept_read:
+            self._kept_read = True
+            self._kept = store.load(*self._args, self.fingerprint)
+        return self._kept
 
-class Tokenizers(Protocol):
-    """Where counts come from: the real tokenizer (made on demand), or the one kept by
-    ``tokenstore`` (None when there is none, or the real one is already loaded)."""
+    @property
+    def made(self) -> ChatTokenizer | None:
+        """The real tokenizer, if this run loaded it."""
+        return self._real
 
-    def __call__(self) -> ChatTokenizer: ...
+    def keep(self) -> None:
+        """Keep what this run's tokenizer learned (``store.keep``) for the next run."""
+        used = self._real if self._real is not None else self._kept
+        if used is not None:
+            store.keep(used, self.fingerprint)
 
-    def kept(self) -> Kept | None: ...
+    @property
+    def loaded(self) -> str:
+        """For the manifest: "transformers" (the real tokenizer), "kept" (``store``'s,
+        without transformers) or "none"."""
+        if self._real is not None:
+            return "transformers"
+        return "kept" if self.kept_counted else "none"
 
 
 def complete_counts(
@@ -69,7 +100,7 @@ def complete_counts(
     inputs = [c for c in missing if c.input_tokens == UNCOUNTED]
     chats = [c.conversation.chat(c.end) for c in inputs]
     targets = [c.conversation.messages[c.end][1] for c in missing if c.target_tokens == UNCOUNTED]
-    counts = _kept_counts(tokenizers.kept(), chats, targets)
+    counts = _kept_counts(tokenizers, chats, targets)
     if counts is None:
         tok = tokenizers()
         counts = count_on_all_cores(tok, [tok.render(chat) for chat in chats] + targets)
@@ -85,17 +116,19 @@ def complete_counts(
 
 
 def _kept_counts(
-    kept: Kept | None, chats: list[list[dict[str, str]]], targets: list[str]
+    tokenizers: Tokenizers, chats: list[list[dict[str, str]]], targets: list[str]
 ) -> list[int] | None:
-    """Counts of the rendered ``chats`` then ``targets`` by the kept tokenizer, if every
-    input renders from a verified plan and it counts them; else None."""
+    """Counts of the rendered ``chats`` then ``targets`` by the kept tokenizer, if there is
+    one and every input renders from a verified plan; else None."""
+    kept = tokenizers.kept()
     if kept is None:
         return None
     texts = [kept.planned(chat) for chat in chats]
     rendered = [text for text in texts if text is not None]
     if len(rendered) != len(texts):
         return None
-    return kept.count(rendered + targets)
+    tokenizers.kept_counted = True
+    return count_on_all_cores(kept, rendered + targets)
 
 
 def _check(c: Chosen, n_input: int, n_target: int, max_input: int) -> None:
@@ -109,7 +142,7 @@ def _violated(c: Chosen, n_input: int, n_target: int, max_input: int) -> str:
         f"record {c.conversation.index}: its exact counts (input {n_input} of at most "
         f"{max_input}, target {n_target}) contradict the bound that admitted it "
         f"(table: input {c.input_tokens}, target {c.target_tokens}); this is a bug in "
-        "inferlab_bench/prepare/bounds.py"
+        "inferlab_bench/prepare/tokens/bounds.py"
     )
 
 

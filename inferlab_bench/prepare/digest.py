@@ -5,13 +5,10 @@ from __future__ import annotations
 import hashlib
 
 from inferlab_bench.errors import DigestMismatchError, RequestError
+from inferlab_bench.protocol import is_sha256_hex
 
 
 def check_sha256_format(value: str, field: str) -> str:
-    # pydantic's models: imported here, so the kept-tokenizer helper (which hashes through
-    # ``stamp`` and so this module) starts without them
-    from inferlab_bench.protocol import is_sha256_hex
-
     if not is_sha256_hex(value):
         raise RequestError(f"{field}: expected 64 lower-case hex digits, found {value!r}")
     return value

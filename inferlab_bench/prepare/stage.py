@@ -1,12 +1,9 @@
-"""Preparation stage: acquire, tokenize (or reuse the token table), select, freeze."""
+"""Preparation stage: acquire, tokenize (or reuse the token table), select, count, write."""
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,11 +15,10 @@ from inferlab_bench.errors import (
     InsufficientEntriesError,
     RequestError,
 )
-from inferlab_bench.prepare import tokencache, tokenstore
+from inferlab_bench.prepare import tokencache
 from inferlab_bench.prepare.acquire import Acquired, acquire
-from inferlab_bench.prepare.background import Background
 from inferlab_bench.prepare.catalog import check_request_catalog, load_entry
-from inferlab_bench.prepare.complete import Chosen, complete_counts, with_counts
+from inferlab_bench.prepare.complete import Chosen, Tokenizers, complete_counts, with_counts
 from inferlab_bench.prepare.materialize import (
     MATERIALIZATION_IDENTITY,
     UNCOUNTED,
@@ -33,9 +29,9 @@ from inferlab_bench.prepare.materialize import (
 )
 from inferlab_bench.prepare.select import select
 from inferlab_bench.prepare.sharegpt import read_records, read_spans
-from inferlab_bench.prepare.tokenize import ChatTokenizer, fingerprint
+from inferlab_bench.prepare.tokens import ChatTokenizer, fingerprint
 from inferlab_bench.prepare.tokentable import TokenTable
-from inferlab_bench.prepare.write import Entry, remove_stale, write_outputs
+from inferlab_bench.prepare.write import Entry, Written, remove_stale, write_outputs
 from inferlab_bench.progress import NULL_PROGRESS, ProgressSink
 from inferlab_bench.protocol import (
     BenchDatasetPreparationRequest,
@@ -57,6 +53,26 @@ class _Census:
     reasons: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class _Table:
+    """The token table and where it came from: built now, or the cached one (``key``)."""
+
+    table: TokenTable
+    key: str
+    cache_hit: bool
+    source_format: str
+    tokenizers: Tokenizers
+    seconds: float
+
+
+@dataclass(frozen=True)
+class _Counted:
+    """The chosen rows, every count exact, and how many lacked one before this run."""
+
+    chosen: list[Chosen]
+    counted_now: int
+
+
 def run_prepare(
     request: BenchDatasetPreparationRequest,
     *,
@@ -73,8 +89,6 @@ def run_prepare(
         except InferlabError as exc:
             with guard.deferred():
                 return _result(request, census, ClientStatus.FAILED, error=str(exc))
-        finally:
-            tokenstore.stop_early()  # a helper the command line started, never taken
 
 
 def _run(
@@ -83,99 +97,26 @@ def _run(
     progress: ProgressSink,
     catalog_dir: Path | None,
 ) -> BenchDatasetPreparationResult:
+    """The six steps, in order."""
+    started = time.monotonic()
+    acquired = _acquire(request, catalog_dir, progress)
+    table = _token_table(request, acquired, progress)
+    admitted = _census(table.table, _dataset_source(request).output_tokens, census)
+    chosen = _select(request, admitted, census)
+    counted = _count(request, table, chosen, acquired.path)
+    return _write(request, census, acquired, table, counted, started)
+
+
+def _acquire(
+    request: BenchDatasetPreparationRequest, catalog_dir: Path | None, progress: ProgressSink
+) -> Acquired:
+    """The verified source file, once the request's catalog facts check out; the outputs
+    of an earlier preparation in the artifact directory are removed first."""
     source = _dataset_source(request)
     entry = load_entry(source.dataset.value, catalog_dir)
     check_request_catalog(source.catalog, entry)
     remove_stale(request.artifact_dir)
-    started = time.monotonic()
-    acquired = acquire(entry, request.source_path, progress)
-    kwargs = _template_kwargs(request)
-    tokenizer_id = fingerprint(request.model.locator)
-    key = tokencache.table_key(acquired.sha256, tokenizer_id, source.max_input_tokens, kwargs)
-    tokenizer = _OnDemand(request.model.locator, kwargs, tokenizer_id)
-    # A cached table means a warm run, which will likely count a few chosen entries: the
-    # kept tokenizer is read in a helper from now on, while this process selects.
-    warm = tokencache.table_path(key).is_file()
-    with tokenizer.helping(warm), _collector_paused(warm) as resume_collector:
-        table, cache_hit, source_format = _token_table(
-            key, acquired, request, tokenizer, progress, resume_collector
-        )
-        tokenized = time.monotonic()
-        made = tokenizer.made
-        saving = tokenstore.start_saving_backend(made, tokenizer_id) if made else _no_wait
-        admitted = _census(table, source.output_tokens, census)
-        chosen = select(request.seed, admitted, request.required_entries)
-        if len(chosen) < request.required_entries:
-            raise InsufficientEntriesError(request.required_entries, census.admitted)
-        if not (cache_hit and _lack_counts(table, chosen)):
-            tokenizer.stop_helping()
-        rows = _chosen_rows(table, chosen, acquired.path)
-        counted = complete_counts(rows, tokenizer, source.max_input_tokens)
-        if tokenizer.made is not None:  # (the helper keeps what it learned itself)
-            tokenstore.keep_words(tokenizer.made, tokenizer_id)
-        completed = with_counts(table, counted)
-        # The next preparation need not count these; written while the outputs are.
-        storing = Background(lambda: _store_completed(key, completed))
-        if tokenizer.made is not None:  # keep it, so the next run need not load transformers
-            _verify_plans(table, tokenizer.made, acquired.path)
-            saving()
-            tokenstore.save(tokenizer.made, tokenizer_id)
-        entries = _entries(table, counted, source.output_tokens)
-        manifest = _manifest(
-            request,
-            acquired,
-            source_format,
-            tokenizer_id,
-            key,
-            cache_hit,
-            {
-                "tokenize_seconds": tokenized - started,
-                "total_seconds": time.monotonic() - started,
-            },
-        )
-        manifest["chosen_entries_counted_now"] = sum(
-            a is not b for a, b in zip(rows, counted, strict=True)
-        )
-        manifest["tokenizer_loaded"] = tokenizer.loaded
-        manifest["texts_counted_from_word_memory"] = tokenizer.from_memory
-        try:
-            written = write_outputs(request.artifact_dir, entries, manifest)
-        finally:
-            storing.result()
-        return _result(request, census, ClientStatus.SUCCEEDED, entries=entries, written=written)
-
-
-def _store_completed(key: str, completed: TokenTable | None) -> None:
-    """Keep the table with the newly counted entries (None: it had every count)."""
-    if completed is not None:
-        tokencache.store_table(key, completed)
-
-
-@contextlib.contextmanager
-def _collector_paused(paused: bool) -> Iterator[Callable[[], None]]:
-    """Python's cyclic garbage collector off for a warm run: it allocates a few hundred
-    thousand objects that live to its end (table columns, the word memory), and the
-    collections they set off traversed them all, 0.04-0.05 s of a 0.5 s stage. Nothing
-    it makes is cyclic garbage worth waiting for; refcounting frees the rest as usual.
-    Yields ``resume``: a run that turns out cold (the cached table unreadable) calls it
-    before building, so that the tokenizer load and the forked workers, under a memory
-    cap, collect as usual."""
-    enabled = gc.isenabled()
-    if paused:
-        gc.disable()
-
-    def resume() -> None:
-        if paused and enabled:
-            gc.enable()
-
-    try:
-        yield resume
-    finally:
-        resume()
-
-
-def _no_wait() -> None:
-    return None
+    return acquire(entry, request.source_path, progress)
 
 
 def _dataset_source(request: BenchDatasetPreparationRequest) -> DatasetSource:
@@ -196,98 +137,31 @@ def _template_kwargs(request: BenchDatasetPreparationRequest) -> dict[str, Any]:
     return kwargs
 
 
-class _OnDemand:
-    """The tokenizer, made on first use (a warm preparation whose chosen entries are all
-    counted never loads it), and the one ``tokenstore`` kept, read by a helper."""
-
-    def __init__(self, locator: str, kwargs: dict[str, Any], fingerprint: str) -> None:
-        self._args = (locator, kwargs)
-        self._fingerprint = fingerprint
-        self._tok: ChatTokenizer | None = None
-        self._kept: tokenstore.KeptCounter | None = None
-
-    def __call__(self) -> ChatTokenizer:
-        if self._tok is None:
-            self._tok = ChatTokenizer(*self._args)
-        return self._tok
-
-    @contextlib.contextmanager
-    def helping(self, likely: bool) -> Iterator[None]:
-        """When a warm run (a cached table) is ``likely`` to count chosen entries, read the
-        kept tokenizer in a helper (``tokenstore.KeptCounter``: the command line's if it
-        started one, else one started now) while the table is read, the entries chosen and
-        their records read back and rendered; ``stop_helping`` ends it early when nothing
-        is left to count. At the end, let it finish keeping its words, or stop it if it was
-        not asked (the real tokenizer was at hand) or the run failed."""
-        helper = tokenstore.take_early(*self._args)  # started by the command line
-        facts = tokenstore.kept_facts(self._fingerprint, self._args[1]) if likely else None
-        if helper is None and facts is not None:
-            helper = tokenstore.KeptCounter.start(*self._args)
-        if helper is not None and facts is not None:
-            helper.bind(self._fingerprint, *facts)
-            self._kept = helper
-        elif helper is not None:
-            helper.close(wait=False)  # a cold run, or nothing kept: started in vain
-        try:
-            yield
-        except BaseException:
-            self.stop_helping()
-            raise
-        if self._kept is not None:
-            self._kept.close(wait=True)
-
-    def stop_helping(self) -> None:
-        """No count will be asked of the helper: stop it now (it would only take a core)."""
-        if self._kept is not None:
-            self._kept.close(wait=False)
-            self._kept = None
-
-    def kept(self) -> tokenstore.KeptCounter | None:
-        """The helper counting with the kept tokenizer (None once the real one is at
-        hand: it counts the same)."""
-        return None if self._tok is not None else self._kept
-
-    @property
-    def made(self) -> ChatTokenizer | None:
-        """The real tokenizer, if this run loaded it."""
-        return self._tok
-
-    @property
-    def from_memory(self) -> int:
-        """Texts the kept counter counted from the kept word memory (``tokenstore``)."""
-        return 0 if self._kept is None else self._kept.from_memory
-
-    @property
-    def loaded(self) -> str:
-        """For the manifest: "transformers" (the real tokenizer), "kept" (``tokenstore``'s,
-        without transformers) or "none"."""
-        if self._tok is not None:
-            return "transformers"
-        return "kept" if self._kept is not None and self._kept.counted else "none"
-
-
 def _token_table(
-    key: str,
-    acquired: Acquired,
-    request: BenchDatasetPreparationRequest,
-    tokenizer: _OnDemand,
-    progress: ProgressSink,
-    resume_collector: Callable[[], None],
-) -> tuple[TokenTable, bool, str]:
+    request: BenchDatasetPreparationRequest, acquired: Acquired, progress: ProgressSink
+) -> _Table:
+    """The cached token table for this source, tokenizer and limit, else one built now
+    (the real tokenizer over every conversation) and cached."""
+    started = time.monotonic()
+    max_input = _dataset_source(request).max_input_tokens
+    kwargs = _template_kwargs(request)
+    tokenizer_id = fingerprint(request.model.locator)
+    tokenizers = Tokenizers(request.model.locator, kwargs, tokenizer_id)
+    key = tokencache.table_key(acquired.sha256, tokenizer_id, max_input, kwargs)
     cached = tokencache.load_table(key)
     if cached is not None:
-        return cached, True, "cached-token-table"
-    resume_collector()
+        seconds = time.monotonic() - started
+        return _Table(cached, key, True, "cached-token-table", tokenizers, seconds)
     from inferlab_bench.prepare.table import build_table  # numpy and pyarrow: a cold run only
 
-    tok = tokenizer()
+    tok = tokenizers()  # loads on a thread while the source is read
     progress.begin("reading dataset", None, unit="")
     source = read_records(acquired.path)
     progress.end()
-    max_input = _dataset_source(request).max_input_tokens
     table = build_table(source.records, tok, max_input, progress)
     tokencache.store_table(key, table)
-    return table, False, source.source_format
+    seconds = time.monotonic() - started
+    return _Table(table, key, False, source.source_format, tokenizers, seconds)
 
 
 def _census(table: TokenTable, fixed_output: int | None, census: _Census) -> list[tuple[int, str]]:
@@ -307,10 +181,50 @@ def _census(table: TokenTable, fixed_output: int | None, census: _Census) -> lis
     return [(indices[p], ids[p]) for p, reason in enumerate(reasons) if reason is None]
 
 
-def _lack_counts(table: TokenTable, chosen: list[int]) -> bool:
-    """Whether some chosen row still lacks a count (``complete_counts`` will count it)."""
-    inputs, targets = table.input_tokens, table.target_tokens
-    return any(UNCOUNTED in (inputs[p], targets[p]) for p in chosen)
+def _select(
+    request: BenchDatasetPreparationRequest, admitted: list[tuple[int, str]], census: _Census
+) -> list[int]:
+    """The table positions of the seeded choice; too few admitted entries fail here."""
+    chosen = select(request.seed, admitted, request.required_entries)
+    if len(chosen) < request.required_entries:
+        raise InsufficientEntriesError(request.required_entries, census.admitted)
+    return chosen
+
+
+def _count(
+    request: BenchDatasetPreparationRequest, table: _Table, chosen: list[int], source: Path
+) -> _Counted:
+    """The chosen rows with every count exact (``complete_counts``); what was counted is
+    kept for the next run: the counts in the cached table, the tokenizer and its words
+    (``store``), after one admitted conversation of each input length has verified its
+    template plan (``_verify_plans``)."""
+    rows = _chosen_rows(table.table, chosen, source)
+    max_input = _dataset_source(request).max_input_tokens
+    counted = complete_counts(rows, table.tokenizers, max_input)
+    completed = with_counts(table.table, counted)
+    if completed is not None:
+        tokencache.store_table(table.key, completed)
+    if table.tokenizers.made is not None:
+        _verify_plans(table.table, table.tokenizers.made, source)
+    table.tokenizers.keep()
+    return _Counted(counted, sum(not row.complete for row in rows))
+
+
+def _write(
+    request: BenchDatasetPreparationRequest,
+    census: _Census,
+    acquired: Acquired,
+    table: _Table,
+    counted: _Counted,
+    started: float,
+) -> BenchDatasetPreparationResult:
+    """The population and its evidence (the manifest) in the artifact directory, and the
+    result that describes them."""
+    entries = _entries(table.table, counted.chosen, _dataset_source(request).output_tokens)
+    timings = {"tokenize_seconds": table.seconds, "total_seconds": time.monotonic() - started}
+    manifest = _manifest(request, acquired, table, counted, timings)
+    written = write_outputs(request.artifact_dir, entries, manifest)
+    return _result(request, census, ClientStatus.SUCCEEDED, entries=entries, written=written)
 
 
 def _chosen_rows(table: TokenTable, chosen: list[int], source: Path) -> list[Chosen]:
@@ -367,10 +281,8 @@ def _entries(table: TokenTable, chosen: list[Chosen], fixed_output: int | None) 
 def _manifest(
     request: BenchDatasetPreparationRequest,
     acquired: Acquired,
-    source_format: str,
-    tokenizer_id: str,
-    key: str,
-    cache_hit: bool,
+    table: _Table,
+    counted: _Counted,
     timings: dict[str, float],
 ) -> dict[str, Any]:
     return {
@@ -380,14 +292,16 @@ def _manifest(
         "source_sha256": acquired.sha256,
         "source_origin": acquired.origin,
         "source_digest": acquired.digest_source,
-        "source_format_read": source_format,
+        "source_format_read": table.source_format,
         "tokenizer_locator": request.model.locator,
-        "tokenizer_fingerprint": tokenizer_id,
-        "token_table_key": key,
-        "token_table_cache_hit": cache_hit,
+        "tokenizer_fingerprint": table.tokenizers.fingerprint,
+        "token_table_key": table.key,
+        "token_table_cache_hit": table.cache_hit,
         "seed": request.seed,
         "required_entries": request.required_entries,
         "timings_seconds": timings,
+        "chosen_entries_counted_now": counted.counted_now,
+        "tokenizer_loaded": table.tokenizers.loaded,
         "versions": handshake_facts(),
     }
 
@@ -405,7 +319,7 @@ def _result(
     status: ClientStatus,
     *,
     entries: list[Entry] | None = None,
-    written: Any = None,
+    written: Written | None = None,
     error: str | None = None,
 ) -> BenchDatasetPreparationResult:
     population = None

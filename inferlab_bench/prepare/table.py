@@ -20,7 +20,6 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from inferlab_bench.prepare.counting import quiet_tokenizers
 from inferlab_bench.prepare.materialize import (
     UNCOUNTED,
     Choice,
@@ -31,9 +30,10 @@ from inferlab_bench.prepare.materialize import (
     source_id,
     target_reason,
 )
-from inferlab_bench.prepare.pretoken import WordMemory
 from inferlab_bench.prepare.sharegpt import Records
-from inferlab_bench.prepare.tokenize import ChatTokenizer, PrefixCounter, TokenRate
+from inferlab_bench.prepare.tokens.counting import quiet_tokenizers
+from inferlab_bench.prepare.tokens.pretoken import WordMemory
+from inferlab_bench.prepare.tokens.tokenize import ChatTokenizer, PrefixCounter, TokenRate
 from inferlab_bench.prepare.tokentable import INT_COLUMNS, STRING_COLUMNS, TokenTable
 from inferlab_bench.progress import NULL_PROGRESS, ProgressSink
 
@@ -138,7 +138,7 @@ def build_table(
     for batch, learned in _evaluate_all(records, spans, tok, max_input, workers):
         batches.append(batch)
         if learned is not None:
-            tok.absorb_words(learned)  # kept with this process's own (``tokenstore``)
+            tok.absorb_words(learned)  # kept with this process's own (``store``)
         progress.advance(batch.num_rows)
     progress.end()
     return to_token_table(pa.Table.from_batches(batches, schema=SCHEMA))

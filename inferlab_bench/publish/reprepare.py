@@ -10,7 +10,7 @@ import orjson
 
 from inferlab_bench.errors import ReproductionError
 from inferlab_bench.prepare.catalog import load_entry
-from inferlab_bench.prepare.tokenize import fingerprint
+from inferlab_bench.prepare.tokens import fingerprint
 from inferlab_bench.protocol import (
     BenchDatasetPreparationRequest,
     ClientStatus,

@@ -18,7 +18,7 @@ import orjson
 from inferlab_bench.atomic import write_bytes_atomic
 from inferlab_bench.case.stage import CaseOptions
 from inferlab_bench.errors import ReproductionError
-from inferlab_bench.prepare.tokenize import fingerprint
+from inferlab_bench.prepare.tokens import fingerprint
 from inferlab_bench.progress import NULL_PROGRESS, ProgressSink
 from inferlab_bench.protocol import (
     BenchClientRequest,

@@ -32,8 +32,7 @@ from inferlab_bench.cli.simulate import SimulateCommandFlags
 STAGES = {
     "inferlab_bench.cli.run": ("run_and_save", "run_trials", "dry_run", "KubeEngine"),
     "inferlab_bench.cli.sweep": ("run_sweep", "dry_run", "sweep_requests", "KubeEngine"),
-    # prepare imports its stage late (after the kept-tokenizer helper's head start)
-    "inferlab_bench.prepare.tokenstore": ("start_early",),
+    "inferlab_bench.prepare.stage": ("run_prepare",),  # JSON mode imports it late
     "inferlab_bench.runs.prepare": ("prepare_and_save", "local_file"),
     "inferlab_bench.cli.case": ("run_json_command",),
     "inferlab_bench.cli.simulate": ("running_simulator",),

@@ -11,7 +11,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from inferlab_bench.prepare.stage import run_prepare
-from inferlab_bench.prepare.tokenize import ChatTokenizer
+from inferlab_bench.prepare.tokens.tokenize import ChatTokenizer
 from inferlab_bench.prepare.tokentable import TokenTable
 from inferlab_bench.prepare.write import Entry, population_bytes
 from tests.prepare.conftest import QWEN_DIR, REAL_SAMPLE, convo, prep_request

@@ -1,5 +1,7 @@
 """Peers' result files as the published side: one reader per tool and format generation,
-each stating the fields it uses, told apart by content (never by file name).
+each stating the fields it uses, told apart by content (never by file name): ``guidellm``,
+``vllm``, ``sglang`` and ``aiperf`` (one module per tool), ``model`` (the bounded cases they
+produce) and ``documents`` (a file read into JSON or YAML documents within bounds).
 
 ``load_baseline`` reads a file into cases in our metric names; ``peer_kind`` says whether a
 file is one of them without raising; ``FORMATS`` is the list an unrecognised file is told.

@@ -1,8 +1,7 @@
-"""The kept tokenizer (``tokenstore``) counts and renders exactly as AutoTokenizer does."""
+"""The kept tokenizer (``tokens.store``) counts and renders exactly as AutoTokenizer does."""
 
 from __future__ import annotations
 
-import gc
 import json
 import subprocess
 import sys
@@ -13,15 +12,14 @@ from typing import Any
 import pytest
 from transformers import AutoTokenizer
 
-from inferlab_bench.prepare import pretoken, tokenstore
 from inferlab_bench.prepare.materialize import Conversation, parse_conversation
-from inferlab_bench.prepare.pretoken import WordMemory
 from inferlab_bench.prepare.stage import run_prepare
-from inferlab_bench.prepare.tokenize import ChatTokenizer, fingerprint
+from inferlab_bench.prepare.tokens import ChatTokenizer, fingerprint, pretoken, store
+from inferlab_bench.prepare.tokens.pretoken import WordMemory
 from tests.prepare.conftest import QWEN_DIR, REAL_SAMPLE, convo, prep_request
 from tests.prepare.test_equivalence_real import ADVERSARIAL, TOKENIZERS
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
@@ -51,8 +49,8 @@ def _kept(locator: str, kwargs: dict[str, Any] | None = None) -> tuple[ChatToken
     real = ChatTokenizer(locator, kwargs)
     for chat in _chats():
         real.render(chat)
-    tokenstore.save(real, fingerprint(locator))
-    kept = tokenstore.load(locator, kwargs or {}, fingerprint(locator))
+    store.save(real, fingerprint(locator))
+    kept = store.load(locator, kwargs or {}, fingerprint(locator))
     assert kept is not None
     return kept, real
 
@@ -64,7 +62,7 @@ def test_the_kept_tokenizer_counts_as_autotokenizer(locator: str) -> None:
     assert kept.transformers_tokenizer is None  # read without transformers
     assert kept.added_tokens == real.added_tokens
     assert kept._backend.to_str() == auto.backend_tokenizer.to_str()
-    saved = json.loads(tokenstore.backend_path(fingerprint(locator)).read_text())["model"]
+    saved = json.loads(store.backend_path(fingerprint(locator)).read_text())["model"]
     assert all(isinstance(m, str) for m in saved.get("merges", []))  # the faster form
     texts = [m["content"] for chat in _chats() for m in chat]
     texts += [real.render(chat) for chat in _chats()]
@@ -98,12 +96,12 @@ def test_kept_plans_render_as_apply_chat_template(locator: str) -> None:
 def test_a_damaged_or_foreign_store_is_not_used(isolated_cache: Path) -> None:
     kept, _ = _kept(QWEN_DIR)
     print_ = fingerprint(QWEN_DIR)
-    facts = tokenstore.facts_path(print_, {})
-    assert tokenstore.load(QWEN_DIR, {"other": 1}, print_) is None  # other kwargs
-    tokenstore.backend_path(print_).write_text("{ cut")
-    assert tokenstore.load(QWEN_DIR, {}, print_) is None
+    facts = store.facts_path(print_, {})
+    assert store.load(QWEN_DIR, {"other": 1}, print_) is None  # other kwargs
+    store.backend_path(print_).write_text("{ cut")
+    assert store.load(QWEN_DIR, {}, print_) is None
     facts.write_text(json.dumps({**json.loads(facts.read_text()), "fingerprint": "x"}))
-    assert tokenstore.load(QWEN_DIR, {}, print_) is None
+    assert store.load(QWEN_DIR, {}, print_) is None
 
 
 def test_plans_turned_off_are_never_kept(isolated_cache: Path) -> None:
@@ -111,12 +109,12 @@ def test_plans_turned_off_are_never_kept(isolated_cache: Path) -> None:
     real.render([{"role": "user", "content": "hi"}])
     assert real.plans is not None
     real.plans.verified([{"role": "user", "content": "hi"}], same=False)  # a difference
-    tokenstore.save(real, fingerprint(QWEN_DIR))
-    assert tokenstore.load(QWEN_DIR, {}, fingerprint(QWEN_DIR)) is None
+    store.save(real, fingerprint(QWEN_DIR))
+    assert store.load(QWEN_DIR, {}, fingerprint(QWEN_DIR)) is None
     again = ChatTokenizer(QWEN_DIR)
     again.render([{"role": "user", "content": "hi"}])
-    tokenstore.save(again, fingerprint(QWEN_DIR))  # off stays off
-    assert tokenstore.load(QWEN_DIR, {}, fingerprint(QWEN_DIR)) is None
+    store.save(again, fingerprint(QWEN_DIR))  # off stays off
+    assert store.load(QWEN_DIR, {}, fingerprint(QWEN_DIR)) is None
 
 
 @pytest.mark.parametrize("locator", TOKENIZERS, indirect=True)
@@ -128,20 +126,20 @@ def test_remembered_words_count_as_modelled_ones(locator: str, isolated_cache: P
     expected = [len(auto(t, add_special_tokens=False)["input_ids"]) for t in texts]
     first = ChatTokenizer(locator)
     assert first.count_texts(texts[::2]) == expected[::2]
-    tokenstore.keep_words(first, fingerprint(locator))
-    path = tokenstore.words_path(fingerprint(locator))
+    store.keep_words(first, fingerprint(locator))
+    path = store.words_path(fingerprint(locator))
     if first.learned_words() is None:  # no counting by word (no proved split): nothing kept
         assert not path.exists()
         return
     again = ChatTokenizer(locator)
-    tokenstore.recall_words(again, fingerprint(locator))
+    store.recall_words(again, fingerprint(locator))
     assert again.count_texts(texts) == expected
     learned = again.learned_words()
     assert learned is not None
     assert learned.words and not learned.words.keys() & json.loads(path.read_text())["words"]
-    tokenstore.keep_words(again, fingerprint(locator))  # grows by what was new
+    store.keep_words(again, fingerprint(locator))  # grows by what was new
     third = ChatTokenizer(locator)
-    tokenstore.recall_words(third, fingerprint(locator))
+    store.recall_words(third, fingerprint(locator))
     assert third.count_texts(texts) == expected
     assert third.learned_words() == WordMemory({}, {})
     assert third.word_memory() is None  # nothing new: not written again
@@ -149,10 +147,10 @@ def test_remembered_words_count_as_modelled_ones(locator: str, isolated_cache: P
 
 def test_a_damaged_or_foreign_word_memory_is_not_used(isolated_cache: Path) -> None:
     print_ = fingerprint(QWEN_DIR)
-    path = tokenstore.words_path(print_)
+    path = store.words_path(print_)
     first = ChatTokenizer(QWEN_DIR)
     first.count_texts(["hello there, world"])
-    tokenstore.keep_words(first, print_)
+    store.keep_words(first, print_)
     good = json.loads(path.read_text())
     assert good["words"] == {"hello": 1, " there": 1, ",": 1, " world": 1}
     damaged = [
@@ -169,26 +167,26 @@ def test_a_damaged_or_foreign_word_memory_is_not_used(isolated_cache: Path) -> N
     for bad in [*damaged, "{ cut"]:
         path.write_text(bad if isinstance(bad, str) else json.dumps(bad))
         tok = ChatTokenizer(QWEN_DIR)
-        tokenstore.recall_words(tok, print_)
+        store.recall_words(tok, print_)
         assert tok.count_texts(["hello there, world"]) == [4]
         learned = tok.learned_words()
         assert learned is not None and "hello" in learned.words  # modelled, not remembered
-        assert tokenstore.memory_counter(print_) is None
-    path.write_text(json.dumps({**good, "pattern": "[a-z]+"}))  # not a pattern we have read
-    assert tokenstore.memory_counter(print_) is None
     path.write_text(json.dumps(good))
-    assert tokenstore.memory_counter(print_) is not None
+    tok = ChatTokenizer(QWEN_DIR)
+    store.recall_words(tok, print_)
+    assert tok.count_texts(["hello there, world"]) == [4]
+    assert tok.learned_words() == WordMemory({}, {})  # remembered, not modelled
 
 
 def test_words_counted_in_forked_children_are_kept(isolated_cache: Path) -> None:
-    from inferlab_bench.prepare.counting import count_on_all_cores
+    from inferlab_bench.prepare.tokens.counting import count_on_all_cores
 
     words = ["apple", "berry", "cherry", "damson", "elder", "fig", "grape", "hazel"]
     texts = [f"{word} " * 5000 for word in words]  # past the parallel threshold
     tok = ChatTokenizer(QWEN_DIR)
     counts = count_on_all_cores(tok, texts, workers=2)
-    tokenstore.keep_words(tok, fingerprint(QWEN_DIR))
-    kept = json.loads(tokenstore.words_path(fingerprint(QWEN_DIR)).read_text())["words"]
+    store.keep_words(tok, fingerprint(QWEN_DIR))
+    kept = json.loads(store.words_path(fingerprint(QWEN_DIR)).read_text())["words"]
     assert {" " + word for word in words} <= kept.keys()  # odd ones came from the child
     assert counts == ChatTokenizer(QWEN_DIR).count_texts(texts)
 
@@ -206,13 +204,13 @@ def test_words_counted_by_the_table_workers_are_kept(
     tok = ChatTokenizer(QWEN_DIR)
     records = read_records(REAL_SAMPLE).records
     table.build_table(records, tok, 300, workers=2)  # small limit: many inputs counted
-    tokenstore.keep_words(tok, fingerprint(QWEN_DIR))
-    kept = json.loads(tokenstore.words_path(fingerprint(QWEN_DIR)).read_text())["words"]
+    store.keep_words(tok, fingerprint(QWEN_DIR))
+    kept = json.loads(store.words_path(fingerprint(QWEN_DIR)).read_text())["words"]
     assert len(kept) > 1000
     texts = [m["content"] for chat in _chats() for m in chat]
     auto = AutoTokenizer.from_pretrained(QWEN_DIR, local_files_only=True)
     again = ChatTokenizer(QWEN_DIR)
-    tokenstore.recall_words(again, fingerprint(QWEN_DIR))
+    store.recall_words(again, fingerprint(QWEN_DIR))
     assert again.count_texts(texts) == [
         len(auto(t, add_special_tokens=False)["input_ids"]) for t in texts
     ]
@@ -259,7 +257,7 @@ def test_a_warm_run_with_another_seed_never_imports_transformers(
     assert imported == {"cold": ["transformers", "numpy", "pyarrow"], "warm": []}
     assert manifest["tokenizer_loaded"] == "kept"
     assert manifest["chosen_entries_counted_now"] > 0
-    assert tokenstore.words_path(fingerprint(QWEN_DIR)).is_file()  # kept by the cold run
+    assert store.words_path(fingerprint(QWEN_DIR)).is_file()  # kept by the cold run
     fresh = prep_request(source, catalog, tmp_path / "fresh", required=20, seed=2)
     isolated_cache.rename(tmp_path / "old-cache")  # a cold run with seed 2
     assert run_prepare(fresh, catalog_dir=catalog).status.value == "succeeded"
@@ -269,39 +267,20 @@ def test_a_warm_run_with_another_seed_never_imports_transformers(
     ).read_bytes()
 
 
-def test_the_helper_starts_without_pydantic_numpy_or_transformers() -> None:
-    """What the command line imports before forking the helper (``cli.headstart``), and
-    what the helper's fingerprint of the tokenizer needs (versions from dist-info names):
-    every hundredth of a second here delays the kept tokenizer."""
-    code = (
-        "import sys, json\n"
-        "from inferlab_bench.prepare import tokenstore\n"
-        f"tokenstore.fingerprint({QWEN_DIR!r})\n"
-        "heavy = ('pydantic', 'numpy', 'pyarrow', 'transformers', 'importlib.metadata')\n"
-        "print(json.dumps([m for m in heavy if m in sys.modules]))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert json.loads(done.stdout) == [], done.stderr
-
-
-def test_a_warm_run_whose_helper_cannot_count_loads_the_real_tokenizer(
+def test_a_warm_run_whose_kept_backend_is_damaged_loads_the_real_tokenizer(
     dataset: Any, tmp_path: Path, isolated_cache: Path
 ) -> None:
-    """A kept backend that cannot be read: the helper answers None, the real tokenizer
-    counts, and the population is the one a cold run freezes."""
+    """A kept backend that cannot be read: the real tokenizer counts, and the population
+    is the one a cold run freezes."""
     source, catalog = dataset(json.loads(REAL_SAMPLE.read_text()))
     cold = prep_request(source, catalog, tmp_path / "cold", required=20, seed=1)
     assert run_prepare(cold, catalog_dir=catalog).status.value == "succeeded"
-    tokenstore.backend_path(fingerprint(QWEN_DIR)).write_text("{ cut")
+    store.backend_path(fingerprint(QWEN_DIR)).write_text("{ cut")
     warm = prep_request(source, catalog, tmp_path / "warm", required=20, seed=2)
     assert run_prepare(warm, catalog_dir=catalog).status.value == "succeeded"
     manifest = json.loads((tmp_path / "warm" / "preparation-manifest.json").read_text())
     assert manifest["tokenizer_loaded"] == "transformers"
     assert manifest["chosen_entries_counted_now"] > 0
-    assert gc.isenabled()  # paused for the warm run only (``stage._collector_paused``)
-    too_many = prep_request(source, catalog, tmp_path / "many", required=10**6, seed=2)
-    assert run_prepare(too_many, catalog_dir=catalog).status.value == "failed"
-    assert gc.isenabled()
     isolated_cache.rename(tmp_path / "old-cache")
     fresh = prep_request(source, catalog, tmp_path / "fresh", required=20, seed=2)
     assert run_prepare(fresh, catalog_dir=catalog).status.value == "succeeded"
@@ -311,152 +290,36 @@ def test_a_warm_run_whose_helper_cannot_count_loads_the_real_tokenizer(
     ).read_bytes()
 
 
-class _CollectorWatch:
-    """A progress sink noting, at each step begun, whether Python's collector is on."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, bool]] = []
-
-    def begin(self, description: str, total: float | None = None, unit: str = "") -> None:
-        self.seen.append((description, gc.isenabled()))
-
-    def advance(self, amount: float = 1.0) -> None:
-        return None
-
-    def end(self) -> None:
-        return None
-
-
-def test_a_run_that_turns_out_cold_builds_with_the_collector_on(
-    dataset: Any, tmp_path: Path, isolated_cache: Path
-) -> None:
-    """The collector is paused when a cached table is found; if that table cannot be read,
-    the run builds it anew (tokenizer load, forked workers) with the collector on."""
-    source, catalog = dataset(json.loads(REAL_SAMPLE.read_text()))
-    first = prep_request(source, catalog, tmp_path / "first", required=20, seed=1)
-    assert run_prepare(first, catalog_dir=catalog).status.value == "succeeded"
-    (table,) = (isolated_cache / "inferlab" / "token-tables").glob("*.table")
-    table.write_bytes(b"damaged")
-    watch = _CollectorWatch()
-    again = prep_request(source, catalog, tmp_path / "again", required=20, seed=1)
-    assert run_prepare(again, catalog_dir=catalog, progress=watch).status.value == "succeeded"
-    manifest = json.loads((tmp_path / "again" / "preparation-manifest.json").read_text())
-    assert manifest["token_table_cache_hit"] is False
-    assert watch.seen and all(on for _, on in watch.seen), watch.seen
-    assert gc.isenabled()
-
-
-def test_the_helper_counts_as_the_real_tokenizer_and_always_ends(isolated_cache: Path) -> None:
-    kept, real = _kept(QWEN_DIR)
-    texts = [real.render(chat) for chat in _chats()] + ADVERSARIAL
-    facts = tokenstore.kept_facts(fingerprint(QWEN_DIR), {})
-    assert facts is not None
-    helper = tokenstore.KeptCounter.start(QWEN_DIR, {})
-    assert helper.count(texts) is None  # not bound to this run's fingerprint yet
-    helper.bind(fingerprint(QWEN_DIR), *facts)
-    chat = _chats()[0]
-    assert helper.planned(chat) == real.render(chat)
-    assert helper.count(texts) == real.count_texts(texts)
-    helper.close(wait=True)
-    assert not helper._process.is_alive()
-    idle = tokenstore.KeptCounter.start(QWEN_DIR, {})
-    idle.bind(fingerprint(QWEN_DIR), *facts)
-    idle.close(wait=True)  # never asked: stopped, not waited for
-    assert not idle._process.is_alive() and not idle.counted
-    other = tokenstore.KeptCounter.start(QWEN_DIR, {"other": 1})
-    assert tokenstore.kept_facts(fingerprint(QWEN_DIR), {"other": 1}) is None  # none kept
-    other.close(wait=False)
-    assert not other._process.is_alive()
-
-
-def _bound_helper(locator: str) -> tokenstore.KeptCounter:
-    facts = tokenstore.kept_facts(fingerprint(locator), {})
-    assert facts is not None
-    helper = tokenstore.KeptCounter.start(locator, {})
-    helper.bind(fingerprint(locator), *facts)
-    return helper
-
-
-def test_this_process_counts_from_the_word_memory_and_the_helper_fills_the_gaps(
-    isolated_cache: Path,
-) -> None:
-    """Words kept by one run count the next run's texts here; words new to the memory,
-    texts with characters it has no verdict on, and the check come from the helper; the
-    counts are the tokenizer's own."""
-    kept, real = _kept(QWEN_DIR)
-    chats = _chats()
-    known = [real.render(chat) for chat in chats[: len(chats) // 2]]
-    real.count_texts(known)
-    tokenstore.keep_words(real, fingerprint(QWEN_DIR))
-    memory = tokenstore.memory_counter(fingerprint(QWEN_DIR))
-    assert memory is not None and memory.pattern == real.word_pattern
-    rendered = [real.render(chat) for chat in chats]
-    filler = "\n".join(known) * (pretoken.CHECKED // len("\n".join(known)) + 1)
-    texts = [filler, *rendered, *ADVERSARIAL, "日本語の文章 " * 3000]
-    # the filler alone is the check; every other text's count is put together here from the
-    # memory and the helper's words, or counted whole by the helper
-    assert tokenstore._checked_prefix(texts) == 1
-    helper = _bound_helper(QWEN_DIR)
-    assert helper.count(texts) == real.exact_counts(texts)
-    helper.close(wait=True)
-    assert 0 < helper.from_memory < len(texts)  # some texts needed the helper whole
-    # what the helper modelled was kept: the next run finds these words in the memory
-    again = tokenstore.memory_counter(fingerprint(QWEN_DIR))
-    added = real.added_tokens
-    assert again is not None and added is not None
-    first, second = (tokenstore._counted_by_memory(m, added, texts) for m in (memory, again))
-    lacking = [k for k, found in enumerate(first) if found is not None and found[1]]
-    assert lacking  # texts with words the first memory did not have
-    for k in lacking:
-        assert second[k] == (real.exact_counts([texts[k]])[0], [])
-
-
-def test_a_wrong_word_memory_is_caught_by_the_check(isolated_cache: Path) -> None:
+def test_a_wrong_word_memory_is_caught_by_the_check_and_forgotten(isolated_cache: Path) -> None:
     """A kept word count that is wrong (a damaged memory, a bug in our reading of the
-    tokenizer) makes a checked text's two counts differ: the helper answers nothing (the
-    caller counts with the real tokenizer) and removes the memory."""
-    kept, real = _kept(QWEN_DIR)
+    tokenizer) makes a checked text's two counts differ: every text of that call is then
+    encoded (the counts are the tokenizer's own, also past the check), and keeping removes
+    the memory, so that no later run trusts it."""
+    _, real = _kept(QWEN_DIR)
     texts = [real.render(chat) for chat in _chats()]
     real.count_texts(texts)
-    tokenstore.keep_words(real, fingerprint(QWEN_DIR))
-    path = tokenstore.words_path(fingerprint(QWEN_DIR))
+    store.keep_words(real, fingerprint(QWEN_DIR))
+    path = store.words_path(fingerprint(QWEN_DIR))
     stored = json.loads(path.read_text())
-    stored["words"]["Ġthe"] = stored["words"].get("Ġthe", 1) + 1
-    stored["words"][" the"] = stored["words"].get(" the", 1) + 1
+    stored["words"][" the"] = stored["words"][" the"] + 1
     path.write_text(json.dumps(stored))
-    helper = _bound_helper(QWEN_DIR)
-    assert helper.count(texts) is None and not helper.counted
-    helper.close(wait=True)
-    assert not path.exists()  # removed, so no later run trusts it again
-    del stored["pattern"]  # a memory kept before patterns were: the helper counts all
-    stored["words"][" the"] -= 1
-    path.write_text(json.dumps(stored))
-    assert tokenstore.memory_counter(fingerprint(QWEN_DIR)) is None
-    helper = _bound_helper(QWEN_DIR)
-    assert helper.count(texts) == real.exact_counts(texts) and helper.from_memory == 0
-    helper.close(wait=True)
+    filler = "\n".join(texts) * (pretoken.CHECKED // len("\n".join(texts)) + 1)
+    kept = store.load(QWEN_DIR, {}, fingerprint(QWEN_DIR))
+    assert kept is not None and kept.transformers_tokenizer is None
+    # the filler alone is checked: the texts after it would keep the memory's wrong counts
+    exact = [len(e) for e in kept._backend.encode_batch([filler, *texts], add_special_tokens=False)]
+    assert kept.count_texts([filler, *texts]) == exact
+    assert kept.word_counts_differed
+    store.keep(kept, fingerprint(QWEN_DIR))
+    assert not path.exists()
 
 
-def test_a_helper_whose_fingerprint_differs_answers_none(isolated_cache: Path) -> None:
-    """The parent's fingerprint travels with the texts: a helper that read another
-    tokenizer state (its files changed in between) does not count for this run."""
-    _kept(QWEN_DIR)
-    facts = tokenstore.kept_facts(fingerprint(QWEN_DIR), {})
-    assert facts is not None
-    helper = tokenstore.KeptCounter.start(QWEN_DIR, {})
-    helper.bind(fingerprint(QWEN_DIR), *facts)
-    helper._fingerprint = "0" * 64  # what a run whose tokenizer files changed would send
-    assert helper.count(["hello world"]) is None
-    helper.close(wait=True)
-    assert not helper._process.is_alive()
-
-
-def test_the_command_line_reads_the_kept_tokenizer_before_the_stage_starts(
+def test_the_command_line_warm_run_with_another_seed_counts_with_the_kept_tokenizer(
     dataset: Any, tmp_path: Path, isolated_cache: Path
 ) -> None:
-    """``inferlab-bench prepare --input`` starts the helper before importing the stage: a
-    warm run with another seed counts with it (and writes what a cold run writes); a cold
-    run on another file and a request that fails stop it and exit as usual."""
+    """``inferlab-bench prepare --input``, cold with seed 1 then warm with seed 2: the warm
+    run counts with the kept tokenizer and writes what a cold run with seed 2 writes; a
+    request that fails still writes its failed result and exits 0."""
     records = json.loads(REAL_SAMPLE.read_text())
     source, catalog = dataset(records)
     env = {**_env(), "XDG_CACHE_HOME": str(isolated_cache)}
@@ -486,11 +349,6 @@ def test_the_command_line_reads_the_kept_tokenizer_before_the_stage_starts(
     assert (tmp_path / "warm" / population).read_bytes() == (
         tmp_path / "fresh" / population
     ).read_bytes()
-    other, other_catalog = dataset(records[::-1], name="other.json")  # no cached table
-    code, result = prepare("other", prep_request(other, other_catalog, tmp_path / "other"))
-    assert code == 0 and result["status"] == "succeeded", result["error"]
-    manifest = json.loads((tmp_path / "other" / "preparation-manifest.json").read_text())
-    assert manifest["tokenizer_loaded"] == "transformers"  # the early helper was stopped
 
 
 def _env() -> dict[str, str]:
@@ -500,7 +358,7 @@ def _env() -> dict[str, str]:
 
 
 def test_kept_plans_keep_their_checks_and_refuse_foreign_operations() -> None:
-    from inferlab_bench.prepare.template import Plans
+    from inferlab_bench.prepare.tokens.template import Plans
 
     checks = [
         [[0], "startswith", [{"tuple": ["x", "y"]}], [], False],

@@ -48,7 +48,7 @@ from typing import Any
 
 import regex
 
-from inferlab_bench.prepare.patterns import PATTERNS, byte_chars, pre_tokenizer_spec
+from inferlab_bench.prepare.tokens.patterns import PATTERNS, byte_chars, pre_tokenizer_spec
 
 CHECKED = 200_000
 _UNICODE_FORMS = {"NFC", "NFKC", "NFD", "NFKD"}
@@ -61,17 +61,16 @@ or a case-folded contraction letter) decides the pieces; ``C`` stands for the ch
 RULES_IDENTITY = hashlib.sha256(
     repr((_PROBES, sorted(PATTERNS), _REFUSED.pattern, sorted(_UNICODE_FORMS))).encode()
 ).hexdigest()[:16]
-"""What a kept character verdict depends on besides the backend (``tokenstore``)."""
+"""What a kept character verdict depends on besides the backend (``store``)."""
 
 
 class WordCounter:
     """``count(segment)``: the exact token count of an accepted segment, else None."""
 
     def __init__(self, model: Any, pattern: str, backend: Any = None) -> None:
-        self.pattern = pattern
         self._split = regex.compile(pattern).findall
         self._split_ascii = re.compile(ascii_pattern(pattern), re.ASCII).findall
-        self._words = _WordCounts(None if model is None else model.tokenize)
+        self._words = _WordCounts(model.tokenize)
         self._backend = backend
         self._chars: dict[str, bool] = {}  # non-ASCII character -> probed and mirrored
         self._remembered: set[str] = set()  # characters whose verdict came from ``remember``
@@ -86,28 +85,8 @@ class WordCounter:
         pattern = _split_pattern(pre_tokenizer_spec(backend) or {})
         return None if pattern is None else cls(model, pattern, backend)
 
-    @classmethod
-    def from_memory(cls, pattern: str, memory: WordMemory) -> WordCounter:
-        """A counter without the tokenizer, from what earlier runs kept (``tokenstore``):
-        a word it does not know counts 0 and is listed in ``take_missed`` (once per
-        occurrence), for the caller to add its count once the tokenizer has modelled it;
-        a character without a kept verdict makes its segment None, as a refused one does.
-        """
-        self = cls(None, pattern)
-        self._words = _MissedWords(memory.words)  # (nothing else touches the model)
-        self._chars.update(memory.chars)
-        return self
-
-    def take_missed(self) -> list[str]:
-        """The unknown words met since the last call (``from_memory`` counters only)."""
-        words = self._words
-        if not isinstance(words, _MissedWords):
-            return []
-        missed, words.missed = words.missed, []
-        return missed
-
     def remember(self, memory: WordMemory) -> None:
-        """Take word counts and character verdicts this backend gave before (``tokenstore``
+        """Take word counts and character verdicts this backend gave before (``store``
         keeps them per tokenizer fingerprint): each is what this counter would compute
         itself, a function of the backend and the word or character alone."""
         self._words.remember(memory.words)
@@ -169,11 +148,6 @@ class WordCounter:
             if not known:
                 return False
         return True
-
-    def model_counts(self, words: list[str]) -> list[int]:
-        """The BPE model's token count of each word (each a pre-token of an accepted
-        segment), learned like the words met while counting."""
-        return [self._words[word] for word in words]
 
     def _mirrored(self, char: str) -> bool:
         """Whether ``char`` may be counted here (see the module docstring: it passes the
@@ -252,19 +226,6 @@ class _WordCounts(dict[str, int]):
     def __missing__(self, word: str) -> int:
         count = self[word] = self.fresh[word] = len(self._tokenize(_byte_level(word)))
         return count
-
-
-class _MissedWords(_WordCounts):
-    """Kept word counts and no model: an unknown word counts 0 and is listed in ``missed``."""
-
-    def __init__(self, words: dict[str, int]) -> None:
-        super().__init__(None)
-        self.update(words)
-        self.missed: list[str] = []
-
-    def __missing__(self, word: str) -> int:
-        self.missed.append(word)
-        return 0
 
 
 def _split_pattern(spec: dict[str, Any]) -> str | None:

@@ -9,16 +9,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from inferlab_bench.errors import TokenizerError
-from inferlab_bench.prepare import pretoken
-from inferlab_bench.prepare.background import Background
-from inferlab_bench.prepare.pretoken import WordCounter, WordMemory
 from inferlab_bench.prepare.stamp import file_digest
-from inferlab_bench.prepare.template import Plans
+from inferlab_bench.prepare.tokens import pretoken
+from inferlab_bench.prepare.tokens.background import Background
+from inferlab_bench.prepare.tokens.pretoken import WordCounter, WordMemory
+from inferlab_bench.prepare.tokens.template import Plans
 from inferlab_bench.tokenizer import load_tokenizer
 from inferlab_bench.versions import package_version
 
 if TYPE_CHECKING:
-    from inferlab_bench.prepare.bounds import SegmentBound
+    from inferlab_bench.prepare.tokens.bounds import SegmentBound
 
 _FINGERPRINT_FILES = (
     "tokenizer.json",
@@ -47,6 +47,7 @@ class ChatTokenizer:
     _plans: Plans | None
     _by_word: WordCounter | None
     _checked: int
+    word_counts_differed: bool
 
     def __init__(self, locator: str, template_kwargs: Mapping[str, Any] | None = None) -> None:
         """Starts loading on a background thread, so that loading overlaps whatever the
@@ -65,7 +66,7 @@ class ChatTokenizer:
         added: list[str] | None,
         plans: Plans | None,
     ) -> ChatTokenizer:
-        """A tokenizer kept by ``tokenstore``: AutoTokenizer's backend read back without
+        """A tokenizer kept by ``store``: AutoTokenizer's backend read back without
         transformers, its added tokens as they were judged, and verified template plans.
         It counts like the one it was kept from; it renders only what a verified plan
         covers (``planned``), and ``render`` refuses anything else."""
@@ -96,11 +97,12 @@ class ChatTokenizer:
         self._encode = _batch_encoder(backend)
         self._by_word = None if added is None else WordCounter.for_backend(backend)
         self._checked = 0
+        self.word_counts_differed = False
         self._plans = plans
 
     @property
     def transformers_tokenizer(self) -> Any | None:
-        """The AutoTokenizer this was loaded through (None when kept by ``tokenstore``)."""
+        """The AutoTokenizer this was loaded through (None when kept by ``store``)."""
         self.ready()
         return self._tok
 
@@ -123,7 +125,7 @@ class ChatTokenizer:
 
     def _segment_bound(self) -> SegmentBound | None:
         if not self._bound_made:
-            from inferlab_bench.prepare.bounds import SegmentBound  # numpy: only for bounds
+            from inferlab_bench.prepare.tokens.bounds import SegmentBound  # numpy: only for bounds
 
             added = self._added
             self._bound = None if added is None else SegmentBound.for_backend(self._backend, added)
@@ -172,7 +174,8 @@ class ChatTokenizer:
 
         Texts are counted by word where ``pretoken`` mirrors the tokenizer
         exactly; the first ``pretoken.CHECKED`` characters so counted are also encoded, and one
-        difference turns that path off for good.
+        difference turns that path off for good (``word_counts_differed``) and has every
+        text of this call encoded.
         """
         self.ready()
         fast = [self._word_count(t) for t in texts] if self._by_word is not None else []
@@ -181,8 +184,8 @@ class ChatTokenizer:
         rest = [t for t, c in zip(texts, fast, strict=True) if c is None]
         encoded = iter(self._encode_counts(rest))
         counts = [next(encoded) if c is None else c for c in fast]
-        if self._checked < pretoken.CHECKED:
-            self._check(texts, fast, counts)
+        if self._checked < pretoken.CHECKED and not self._agrees(texts, fast, counts):
+            return self._encode_counts(texts)
         return counts
 
     def learn_characters(self, texts: list[str]) -> None:
@@ -230,36 +233,21 @@ class ChatTokenizer:
             return None
         return count_by_word(self._by_word, self._splitter, text)
 
-    def exact_counts(self, texts: Sequence[str]) -> list[int]:
-        """Counts by the tokenizer itself (no special tokens added), never by word."""
-        self.ready()
-        return self._encode_counts(texts)
-
-    def model_counts(self, words: list[str]) -> list[int] | None:
-        """The BPE model's count of each word (pre-tokens of accepted segments, as
-        ``WordCounter.from_memory`` lists them); None when this tokenizer is not counted
-        by word."""
-        self.ready()
-        return None if self._by_word is None else self._by_word.model_counts(words)
-
-    @property
-    def word_pattern(self) -> str | None:
-        """The split pattern counting by word mirrors (None: not counted by word)."""
-        self.ready()
-        return None if self._by_word is None else self._by_word.pattern
-
-    def _check(self, texts: Sequence[str], fast: list[int | None], counts: list[int]) -> None:
-        """Encode the accepted ones too; on a difference, correct ``counts`` in place."""
+    def _agrees(self, texts: Sequence[str], fast: list[int | None], counts: list[int]) -> bool:
+        """Encode the texts counted by word until ``pretoken.CHECKED`` characters are
+        checked; on a difference, counting by word is off for good (a word count kept by an
+        earlier run may be what differs, so ``store`` then forgets them)."""
         accepted = []
         for i, c in enumerate(fast):
             if c is not None and self._checked < pretoken.CHECKED:
                 accepted.append(i)
                 self._checked += len(texts[i])
         real = self._encode_counts([texts[i] for i in accepted])
-        for i, n in zip(accepted, real, strict=True):
-            if counts[i] != n:
-                self._by_word = None  # never again in this process
-                counts[i] = n
+        if all(counts[i] == n for i, n in zip(accepted, real, strict=True)):
+            return True
+        self._by_word = None  # never again in this process
+        self.word_counts_differed = True
+        return False
 
     def _encode_counts(self, texts: Sequence[str]) -> list[int]:
         if not texts:
@@ -313,7 +301,7 @@ def fingerprint(locator: str) -> str:
     Read from the files alone, so a warm preparation never loads the tokenizer; each file's
     digest comes through its stamp (``stamp``: trusted only while the file provably is the
     one hashed, as the dataset's is), which spares a warm run hashing the 7 MB
-    ``tokenizer.json`` twice (it and its helper): 0.03 s each.
+    ``tokenizer.json`` (0.03 s).
     """
     directory = Path(locator)
     if not directory.is_dir():

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from tokenizers import Tokenizer
 
-from inferlab_bench.prepare.bounds import SegmentBound
-from inferlab_bench.prepare.tokenize import ChatTokenizer, PrefixCounter
+from inferlab_bench.prepare.tokens.bounds import SegmentBound
+from inferlab_bench.prepare.tokens.tokenize import ChatTokenizer, PrefixCounter
 from tests.prepare.conftest import QWEN_DIR
 
 PIECES = [

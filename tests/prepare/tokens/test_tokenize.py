@@ -12,8 +12,8 @@ import pytest
 from transformers import AutoTokenizer
 
 from inferlab_bench.errors import TokenizerError
-from inferlab_bench.prepare.template import _Plan
-from inferlab_bench.prepare.tokenize import ChatTokenizer, PrefixCounter
+from inferlab_bench.prepare.tokens.template import _Plan
+from inferlab_bench.prepare.tokens.tokenize import ChatTokenizer, PrefixCounter
 from tests.prepare.conftest import QWEN_DIR
 
 TRICKY = [

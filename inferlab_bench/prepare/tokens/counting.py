@@ -1,9 +1,4 @@
-"""Exact counts of many texts on every core: forked workers inherit the loaded tokenizer.
-
-Used when the real tokenizer counts the chosen entries (a warm run without a kept one). With
-a kept one, ``tokenstore.KeptCounter`` counts from the kept word memory in the calling
-process while its helper checks a sample and models the words the memory lacks.
-"""
+"""Exact counts of many texts on every core: forked workers inherit the loaded tokenizer."""
 
 from __future__ import annotations
 
@@ -11,10 +6,10 @@ import multiprocessing
 import os
 from typing import TYPE_CHECKING, Any
 
-from inferlab_bench.prepare.pretoken import WordMemory
+from inferlab_bench.prepare.tokens.pretoken import WordMemory
 
 if TYPE_CHECKING:
-    from inferlab_bench.prepare.tokenize import ChatTokenizer
+    from inferlab_bench.prepare.tokens.tokenize import ChatTokenizer
 
 _PARALLEL_CHARS = 200_000
 """Below this many characters a fork costs more than it saves."""

@@ -1,7 +1,7 @@
 """The pre-tokenizer split patterns we have read to the character, and ByteLevel's alphabet.
 
 Shared by ``bounds`` (bounds from a pattern's letter and digit rules) and ``pretoken``
-(exact counts by word); no numpy, so the kept-tokenizer helper imports it cheaply.
+(exact counts by word).
 """
 
 from __future__ import annotations

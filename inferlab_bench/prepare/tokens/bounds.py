@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from inferlab_bench.prepare.patterns import PATTERNS, byte_chars, pre_tokenizer_spec
+from inferlab_bench.prepare.tokens.patterns import PATTERNS, byte_chars, pre_tokenizer_spec
 
 _UNICODE_FORMS = {"NFC", "NFKC", "NFD", "NFKD"}
 _MAX_UTF8_GROWTH = 12

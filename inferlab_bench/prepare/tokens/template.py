@@ -11,7 +11,7 @@ a real render and turns plans off for good at the first difference.
 
 Verified plans are kept (``verified_plans`` / ``from_verified``, as tagged JSON) beside the
 cached tokenizer, keyed by its fingerprint and the template kwargs, so that a later
-preparation renders the entries it chose without transformers (``tokenstore``).
+preparation renders the entries it chose without transformers (``store``).
 """
 
 from __future__ import annotations

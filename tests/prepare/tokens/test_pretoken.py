@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import regex
 
-from inferlab_bench.prepare.patterns import PATTERNS
-from inferlab_bench.prepare.pretoken import WordCounter, ascii_pattern
-from inferlab_bench.prepare.tokenize import ChatTokenizer
+from inferlab_bench.prepare.tokens.patterns import PATTERNS
+from inferlab_bench.prepare.tokens.pretoken import WordCounter, ascii_pattern
+from inferlab_bench.prepare.tokens.tokenize import ChatTokenizer
 from tests.prepare.conftest import QWEN_DIR, REAL_SAMPLE
 
 ASCII_PIECES = [
