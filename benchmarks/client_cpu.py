@@ -34,7 +34,7 @@ from typing import Any
 import orjson
 from synthetic import write_population
 
-from inferlab_bench.case.aiperf_plugin.hook import CREDIT_WAIT_ENV_VAR
+from inferlab_bench.case.aiperf_plugin.switches import CREDIT_WAIT_TIMING_MODE
 from inferlab_bench.case.local import aiperf_environment
 from inferlab_bench.case.usage import UsageSampler
 from inferlab_bench.layout import cache_root
@@ -42,7 +42,7 @@ from inferlab_bench.runs.demo import TOKENIZER_DIR
 from inferlab_bench.validity.client_cost import ClientUsage, window_usage
 
 OUTPUT_TOKENS = 64
-MODES = {"spin": "0", "wait": "1"}
+MODES = {"spin": None, "wait": CREDIT_WAIT_TIMING_MODE}  # the profiling phase's timingMode
 
 
 @dataclass(frozen=True)
@@ -130,8 +130,11 @@ def run_once(url: str, workdir: Path, c: int, mode: str) -> Run:
     population = workdir / "population.jsonl"
     write_population(population, prompts(n), OUTPUT_TOKENS)
     config = workdir / "aiperf.json"
-    config.write_text(json.dumps(aiperf_config(url, population, c, n, workdir / "out")))
-    env = aiperf_environment(os.environ, cache_root()) | {CREDIT_WAIT_ENV_VAR: MODES[mode]}
+    planned = aiperf_config(url, population, c, n, workdir / "out")
+    if MODES[mode] is not None:
+        planned["benchmark"]["profiling"]["timingMode"] = MODES[mode]
+    config.write_text(json.dumps(planned))
+    env = aiperf_environment(os.environ, cache_root())
     command = [sys.executable, "-m", "aiperf", "profile", "--config", str(config)]
     with (workdir / "aiperf.log").open("w") as log:
         process = subprocess.Popen(

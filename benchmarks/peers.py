@@ -59,15 +59,15 @@ from typing import Any
 import numpy as np
 import orjson
 
-from inferlab_bench.case.aiperf_plugin.hook import CREDIT_WAIT_ENV_VAR
-from inferlab_bench.case.connections import (
-    ConnectionChoice,
-    ConnectionPolicy,
-    with_preconnect,
-    with_wire_start,
+from inferlab_bench.case.aiperf_plugin import switches
+from inferlab_bench.case.aiperf_plugin.priorities import (
+    BookkeepingPolicy,
+    BookkeepingPriorities,
+    choose_bookkeeping,
 )
+from inferlab_bench.case.connections import ConnectionChoice, ConnectionPolicy
 from inferlab_bench.case.local import aiperf_environment
-from inferlab_bench.case.usage import BookkeepingPolicy, UsageSampler, choose_bookkeeping
+from inferlab_bench.case.usage import UsageSampler
 from inferlab_bench.layout import cache_root
 from inferlab_bench.runs.demo import TOKENIZER_DIR
 from inferlab_bench.validity.dispatch import (
@@ -280,6 +280,8 @@ def _ours(
         profiling: dict[str, Any] = {"type": "concurrency", "concurrency": load.concurrency}
     else:
         profiling = {"type": "poisson", "rate": load.rate}
+    if arm.credit_wait:  # our strategy, named as the case stage names it
+        profiling["timingMode"] = switches.CREDIT_WAIT_TIMING_MODE
     body = {"ignore_eos": True, "n": 1, "stream_options": {"include_usage": True}}
     config = {
         "schemaVersion": "2.0",
@@ -294,6 +296,7 @@ def _ours(
                 "timeout": 300,
                 "useServerTokenCount": True,
                 "extra": body,
+                "transport": switches.TRANSPORT,
             },
             "dataset": {
                 "type": "file",
@@ -312,12 +315,11 @@ def _ours(
     }
     (work / "aiperf.json").write_text(json.dumps(config))
     env = aiperf_environment(os.environ, cache_root())
-    env[CREDIT_WAIT_ENV_VAR] = "1" if arm.credit_wait else "0"
     pooled = ConnectionChoice(ConnectionPolicy.POOLED, "peers.py")
     if arm.preconnect:  # as the case stage does for a pooled server
-        env |= with_preconnect(pooled, url, load.concurrency).env
+        env |= switches.with_preconnect(pooled, url, load.concurrency).env
     if arm.wire_start:  # as the case stage does for a pooled server
-        env |= with_wire_start(pooled).env
+        env |= switches.with_wire_start(pooled).env
     command = [sys.executable, "-m", "aiperf", "profile", "--config", str(work / "aiperf.json")]
     with (work / "client.log").open("w") as log:  # as our runner starts it
         process = subprocess.Popen(
@@ -328,8 +330,10 @@ def _ours(
             process_group=None if arm.own_session else 0,
             start_new_session=arm.own_session,
         )
-        policy = arm.bookkeeping or bookkeeping(load)
-        sampler = UsageSampler(process.pid, policy=policy).start()
+        lowered = BookkeepingPriorities(process.pid, arm.bookkeeping or bookkeeping(load))
+        sampler = UsageSampler(
+            process.pid, on_scan=lowered.lower_new, nice=lowered.sampler_nice
+        ).start()
         process.wait()
         sampler.stop()
     if process.returncode != 0:
