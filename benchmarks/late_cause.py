@@ -64,11 +64,16 @@ def parse_timehist(text: str) -> list[Slice]:
     return out
 
 
+ROOT = [0]
+"""The traced command's pid: its descendants are ours, every other process is elsewhere."""
+
+
 class Titles:
     """pid -> command line, polled while the run goes (processes are gone afterwards)."""
 
     def __init__(self) -> None:
         self.names: dict[int, str] = {}
+        self.parents: dict[int, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -81,9 +86,21 @@ class Titles:
             if entry.name.isdigit() and int(entry.name) not in self.names:
                 try:
                     raw = (entry / "cmdline").read_bytes().replace(b"\0", b" ").strip()
+                    stat = (entry / "stat").read_bytes()
                 except OSError:
                     continue
                 self.names[int(entry.name)] = raw.decode(errors="replace")[:60]
+                self.parents[int(entry.name)] = int(stat[stat.rfind(b")") + 2 :].split()[1])
+
+    def descends(self, pid: int, root: int) -> bool:
+        """Whether ``pid`` is ``root`` or one of its descendants (as far as was seen)."""
+        for _ in range(64):
+            if pid == root:
+                return True
+            if pid not in self.parents:
+                return False
+            pid = self.parents[pid]
+        return False
 
     def __enter__(self) -> Titles:
         self.poll()
@@ -101,6 +118,8 @@ def label(s: Slice, titles: Titles, sim_pid: int) -> str:
     if s.comm.startswith("swapper"):
         return "idle"
     title = titles.names.get(s.pid, "")
+    if not titles.descends(s.pid, ROOT[0]):
+        return f"elsewhere: {title[:40] or s.comm}"
     service = service_title(s.pid) or _service(title)
     if service is not None:
         return f"aiperf {service}" + (f" ({s.comm})" if "ZMQ" in s.comm else "")
@@ -136,7 +155,10 @@ def main() -> None:
     command += ["--requests", str(load.requests), "--out", str(work / "run")]
     try:
         with Titles() as titles, (work / "run.log").open("w") as log:
-            subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=True)
+            traced = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+            ROOT[0] = traced.pid
+            if traced.wait() != 0:
+                raise SystemExit(f"perf or the run failed: see {work / 'run.log'}")
         time.sleep(0.3)
         truth = sim.truth_since(0)
     finally:
