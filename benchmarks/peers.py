@@ -1,15 +1,23 @@
 """Peer clients side by side against one simulator: per-request error against its ground truth.
 
-Our client (AIPerf driven as our case stage drives it: our plugin, our environment), GuideLLM
-(``guidellm run`` with a scenario file), SGLang's ``bench_serving`` and vLLM's ``bench serve``
-run the same prompts at the same loads (c=1, c=4, c=16 and a poisson rate) against one
-``inferlab-bench simulate`` process. Each request a client measured is joined to the server's
-ground-truth record, and its TTFT, ITL and end-to-end latency minus the truth's (the client's
-overhead, in ms) is summarised per load and client over every request of its runs (p50,
-p90, max), with the lowest and highest per-run p90 beside it; each load runs ``--repeats``
-times with the clients interleaved (each repeat starts with the next client). The last line
-compares our pooled TTFT overhead p90 with the best peer's at c=1 and c=4, with a bootstrap
-90% interval of the ratio and whether the two clients' per-run p90s overlap.
+Our client as users run it (``ours-run``: ``inferlab-bench run`` with its flags, as typed;
+``ours-case``: ``inferlab-bench case`` on the JSON request a control plane sends), our client
+through this script's own AIPerf harness (``ours``: AIPerf with our plugin and environment,
+the switches of docs/case.md's "What we change in AIPerf" each on), GuideLLM (``guidellm run``
+with a scenario file), SGLang's ``bench_serving`` and vLLM's ``bench serve`` send the same
+population at the same loads (c=1, c=4, c=16 and a poisson rate) to one ``inferlab-bench
+simulate`` process. The population comes from ``inferlab-bench prepare``: hand-written prompts
+of distinct lengths (``synthetic``) and real ShareGPT conversations (``real``, from
+/work/shared/tools/real-sharegpt); the peers send each entry's last user message. Each
+request a client measured is joined to the server's ground-truth record, and its TTFT, ITL
+and end-to-end latency minus the truth's (the client's overhead, in ms) is summarised per
+load and client over every request of its runs (p50, p90, max), with the lowest and highest
+per-run p90 beside it, and the count of late requests (TTFT overhead above ``LATE_MS``); a
+second table says when in each run the late ones fell. Each load runs ``--repeats`` times
+with the clients interleaved (each repeat starts with the next client). The last lines
+compare ``ours-run``'s pooled TTFT overhead p90 with the best peer's, and with the harness's,
+at c=1 and c=4, with a bootstrap 90% interval of the ratio and whether the two clients'
+per-run p90s overlap. The load average is printed at the start and after each population.
 
 At a rate load the clients draw their own schedules, so after the table each run's arrivals
 at the server (its joined requests) are judged by the rate and dispersion checks our case
@@ -20,22 +28,24 @@ send the asked load, and its row compares no common load with ours.
 Joins: ours by X-Request-ID (AIPerf sends it, the simulator records it); GuideLLM by the
 response id it keeps (the simulator's response id is its ground-truth ``request_id``);
 SGLang and vLLM record neither an id nor a send time per request, so their requests are
-joined by prompt length: every prompt here has a distinct token count, and the n-th shortest
-request a client reports is the n-th shortest the server received in that run.
+joined by prompt length: the n-th shortest request a client reports is the n-th shortest the
+server received in that run (exact for the synthetic population, whose prompts all differ in
+length; a run whose counts do not line up is reported as nothing joined).
 
 Peers live in their own virtual environments under ``~/.cache/inferlab-bench/peers/<tool>/``
 (a ``READY`` file marks one that has run against the simulator); a missing one is skipped
 with a message. GuideLLM pulls torch: install ``torch==2.13.0`` (the CPU wheel) first.
 
-    python benchmarks/peers.py                      # every client, every load, 3 repeats
-    python benchmarks/peers.py --repeats 1 --load c1 c4 --clients ours guidellm
-    python benchmarks/peers.py --load c1 c4 --clients ours ours-aiperf-start guidellm
+    python benchmarks/peers.py                      # every client, load and population
+    python benchmarks/peers.py --load c1 c4 --clients ours-run ours --population real
+    python benchmarks/peers.py --load c1 c4 --requests 100 --population synthetic \
+        --clients ours ours-spin ours-no-preconnect ours-aiperf-start ours-equal
 
-``ours`` starts each request's clock when its bytes go to the socket, as the case stage does
-(GuideLLM starts its clock at its header write); ``ours-aiperf-start`` (not in the default
-set) is the same client with AIPerf's own start stamp, taken before aiohttp's own work;
-``ours-own-session`` starts AIPerf in a session of its own, as the case stage did before
-2026-12-06 (a scheduler autogroup of its own: see docs/case.md, Priorities).
+The arms (not in the default set) are the harness with one switch off: ``ours-spin``
+(AIPerf's own polling strategy), ``ours-no-preconnect`` (connections opened inside the first
+requests), ``ours-aiperf-start`` (AIPerf's start stamp, before aiohttp's own work),
+``ours-equal`` (bookkeeping services at the sender's priority), ``ours-two-workers`` and
+``ours-own-session`` (AIPerf in a session of its own, as before 2026-12-06).
 """
 
 from __future__ import annotations
