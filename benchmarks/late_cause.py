@@ -5,7 +5,8 @@ simulate`` under ``perf sched record`` (Linux, root or perf_event_paranoid <= 1)
 request to the simulator's ground truth by X-Request-ID, and for each request whose TTFT
 overhead exceeds 0.8 ms finds the server thread's wait for a core that ended where the server
 read it (the scheduler slice in which the server stamped its arrival, and that slice's
-scheduling delay). For that wait it lists who ran on the cores instead, by process
+scheduling delay), and the same for our AIPerf worker's read of the first token (a wait
+after the server's write). For each wait it lists who ran on the cores instead, by process
 (AIPerf's services by their titles, our own command, the sampler thread, others), summed
 over every late request and, as a baseline, over the requests that were not late.
 
@@ -15,7 +16,6 @@ over every late request and, as a baseline, over the requests that were not late
 from __future__ import annotations
 
 import argparse
-import bisect
 import re
 import subprocess
 import sys
@@ -24,8 +24,10 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from peers import LATE_MS, MODEL, Load, Simulator, overheads, prepared, read_ours
+import orjson
+from peers import LATE_MS, MODEL, Load, Simulator, prepared, truth_ms
 
 from inferlab_bench.case.aiperf_plugin.priorities import service_title
 from inferlab_bench.runs.demo import TOKENIZER_DIR
@@ -163,62 +165,127 @@ def main() -> None:
         truth = sim.truth_since(0)
     finally:
         sim.stop()
-    measured = read_ours(next((work / "run").rglob("profile.jsonl")))
-    diffs = overheads("x_request_id", measured, truth)
+    records = next((work / "run").rglob("profile.jsonl"))
     timehist = subprocess.run(
         ["perf", "sched", "timehist", "-i", str(work / "p.data")],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
-    slices = parse_timehist(timehist)
-    report(slices, diffs, titles, sim.process.pid, wall_minus_mono)
+    slices = sorted(parse_timehist(timehist), key=lambda s: s.start)
+    workers = {pid for pid, title in titles.names.items() if _service(title) == "worker"}
+    workers &= {pid for pid in titles.names if titles.descends(pid, ROOT[0])}
+    report(slices, joined(records, truth, wall_minus_mono), titles, sim.process.pid, workers)
+
+
+@dataclass(frozen=True)
+class Joined:
+    """One request: its TTFT overhead, and when the server and our worker each read it."""
+
+    overhead_ms: float
+    server_read_s: float  # the server's parser stamp (CLOCK_MONOTONIC s)
+    client_read_s: float  # our worker's first-token stamp (CLOCK_MONOTONIC s)
+    into_run_s: float
+
+
+def joined(records: Path, truth: list[dict[str, Any]], offset: int) -> list[Joined]:
+    by_id = {t.get("x_request_id"): t for t in truth}
+    rows = []
+    for line in records.read_bytes().splitlines():
+        row = orjson.loads(line)
+        meta = row["metadata"]
+        t = by_id.get(meta.get("x_request_id"))
+        if meta["benchmark_phase"] != "profiling" or row.get("error") or t is None:
+            continue
+        ttft_ms = row["metrics"]["time_to_first_token"]["value"]
+        read_ns = meta["request_start_ns"] + ttft_ms * 1e6
+        rows.append((ttft_ms - truth_ms(t)["ttft"], t["arrival_ns"], read_ns))
+    first = min(r[1] for r in rows)
+    return [
+        Joined(over, (at - offset) / 1e9, (read - offset) / 1e9, (at - first) / 1e9)
+        for over, at, read in rows
+    ]
+
+
+LONGEST_SLICE_S = 0.5
+"""Slices are looked up from this far before a wait (a task rarely runs longer unpreempted)."""
+
+
+def wait_before(
+    slices: list[Slice], pids: set[int], at: float, titles: Titles, sim_pid: int
+) -> tuple[float, dict[str, float]] | None:
+    """The scheduling delay (ms) of the slice of ``pids`` running at ``at``, and who ran on
+    the cores while it waited (ms by label); None when none of them ran then.
+
+    ``slices`` are sorted by start."""
+    starts = _starts(slices)
+    lo_i = bisect.bisect_left(starts, at - LONGEST_SLICE_S)
+    hi_i = bisect.bisect_right(starts, at)
+    near = slices[lo_i:hi_i]
+    mine = next((s for s in near if s.pid in pids and s.start <= at <= s.end), None)
+    if mine is None:
+        return None
+    lo, hi = mine.start - mine.delay, mine.start
+    held: dict[str, float] = defaultdict(float)
+    for s in slices[
+        bisect.bisect_left(starts, lo - LONGEST_SLICE_S) : bisect.bisect_right(starts, hi)
+    ]:
+        if s.pid in pids or s.end <= lo or s.start >= hi:
+            continue
+        held[label(s, titles, sim_pid)] += (min(s.end, hi) - max(s.start, lo)) * 1e3
+    return mine.delay * 1e3, held
+
+
+_STARTS: dict[int, list[float]] = {}
+
+
+def _starts(slices: list[Slice]) -> list[float]:
+    if id(slices) not in _STARTS:
+        _STARTS[id(slices)] = [s.start for s in slices]
+    return _STARTS[id(slices)]
 
 
 def report(
-    slices: list[Slice], diffs: dict[str, object], titles: Titles, sim_pid: int, offset: int
+    slices: list[Slice], requests: list[Joined], titles: Titles, sim_pid: int, workers: set[int]
 ) -> None:
-    server = sorted((s for s in slices if s.pid == sim_pid), key=lambda s: s.start)
-    starts = [s.start for s in server]
-    holders: dict[bool, dict[str, float]] = {True: defaultdict(float), False: defaultdict(float)}
-    waits: dict[bool, list[float]] = {True: [], False: []}
-    late_lines = []
-    ttft, arrival = diffs["ttft"], diffs["arrival_ns"]  # type: ignore[index]
-    first = min(arrival)  # type: ignore[type-var]
-    for over, at_ns in zip(ttft, arrival, strict=True):  # type: ignore[call-overload]
-        at = (int(at_ns) - offset) / 1e9
-        i = bisect.bisect_right(starts, at) - 1
-        if i < 0 or server[i].end < at:
-            continue
-        mine = server[i]
-        late = bool(over > LATE_MS)
-        waited = (mine.start - mine.delay, mine.start)
-        waits[late].append(mine.delay * 1e3)
-        held: dict[str, float] = defaultdict(float)
-        for s in slices:
-            if s.pid == sim_pid or s.end <= waited[0] or s.start >= waited[1]:
+    """Per late request its two waits; then, late and not late, who held the cores."""
+    sides = {"server, before its read": {sim_pid}, "our worker, before its read": workers}
+    totals: dict[tuple[str, bool], dict[str, float]] = {
+        (side, late): defaultdict(float) for side in sides for late in (True, False)
+    }
+    waits: dict[tuple[str, bool], list[float]] = {key: [] for key in totals}
+    lines = []
+    for r in requests:
+        late = r.overhead_ms > LATE_MS
+        found = {}
+        for side, pids in sides.items():
+            at = r.server_read_s if side.startswith("server") else r.client_read_s
+            got = wait_before(slices, pids, at, titles, sim_pid)
+            if got is None:
                 continue
-            overlap = min(s.end, waited[1]) - max(s.start, waited[0])
-            held[label(s, titles, sim_pid)] += overlap * 1e3
-        for name, ms in held.items():
-            holders[late][name] += ms
+            found[side] = got
+            waits[side, late].append(got[0])
+            for who, ms in got[1].items():
+                totals[side, late][who] += ms
         if late:
-            top = sorted(held.items(), key=lambda kv: -kv[1])[:3]
-            shown = ", ".join(f"{n} {ms:.2f}" for n, ms in top)
-            late_lines.append(
-                f"  +{(int(at_ns) - first) / 1e9:6.1f} s overhead {over:.2f} ms, server waited "
-                f"{mine.delay * 1e3:.2f} ms for a core; held by: {shown}"
-            )
-    print(f"{len(waits[True])} late requests (> {LATE_MS} ms), {len(waits[False])} not late")
-    print("\n".join(late_lines))
-    for late in (True, False):
-        n = max(1, len(waits[late]))
-        name = "late" if late else "not late"
-        print(
-            f"{name}: server's wait for a core before its read, mean {sum(waits[late]) / n:.2f} ms"
-        )
-        for who, ms in sorted(holders[late].items(), key=lambda kv: -kv[1])[:10]:
-            print(f"    {who:<40} {ms / n:7.3f} ms per request")
+            parts = []
+            for side, (delay, held) in found.items():
+                top = ", ".join(f"{n} {ms:.2f}" for n, ms in sorted(held.items(), key=_ms)[:2])
+                parts.append(f"{side.split(',')[0]} waited {delay:.2f} ms ({top})")
+            lines.append(f"  +{r.into_run_s:6.1f} s {r.overhead_ms:.2f} ms: " + "; ".join(parts))
+    late_n = sum(r.overhead_ms > LATE_MS for r in requests)
+    print(f"{late_n} late requests (> {LATE_MS} ms), {len(requests) - late_n} not late")
+    print("\n".join(lines))
+    for (side, late), held in totals.items():
+        n = max(1, len(waits[side, late]))
+        mean = sum(waits[side, late]) / n
+        print(f"{'late' if late else 'not late'}: {side}: wait for a core, mean {mean:.2f} ms")
+        for who, ms in sorted(held.items(), key=_ms)[:8]:
+            print(f"    {who:<44} {ms / n:7.3f} ms per request")
+
+
+def _ms(item: tuple[str, float]) -> float:
+    return -item[1]
 
 
 if __name__ == "__main__":
