@@ -16,6 +16,7 @@ over every late request and, as a baseline, over the requests that were not late
 from __future__ import annotations
 
 import argparse
+import bisect
 import re
 import subprocess
 import sys
