@@ -86,7 +86,10 @@ class Titles:
 
     def poll(self) -> None:
         for entry in Path("/proc").iterdir():
-            if entry.name.isdigit() and int(entry.name) not in self.names:
+            # Every poll: AIPerf's children take their service title only after the fork.
+            if entry.name.isdigit() and not self.names.get(int(entry.name), "").startswith(
+                "aiperf "
+            ):
                 try:
                     raw = (entry / "cmdline").read_bytes().replace(b"\0", b" ").strip()
                     stat = (entry / "stat").read_bytes()
