@@ -86,17 +86,18 @@ class Titles:
 
     def poll(self) -> None:
         for entry in Path("/proc").iterdir():
-            # Every poll: AIPerf's children take their service title only after the fork.
-            if entry.name.isdigit() and not self.names.get(int(entry.name), "").startswith(
-                "aiperf "
-            ):
+            # Every poll: AIPerf's children start with their parent's title (``aiperf
+            # system_controller``) and take their own only later.
+            if entry.name.isdigit():
                 try:
                     raw = (entry / "cmdline").read_bytes().replace(b"\0", b" ").strip()
                     stat = (entry / "stat").read_bytes()
                 except OSError:
                     continue
                 self.names[int(entry.name)] = raw.decode(errors="replace")[:60]
-                self.parents[int(entry.name)] = int(stat[stat.rfind(b")") + 2 :].split()[1])
+                self.parents.setdefault(
+                    int(entry.name), int(stat[stat.rfind(b")") + 2 :].split()[1])
+                )
 
     def descends(self, pid: int, root: int) -> bool:
         """Whether ``pid`` is ``root`` or one of its descendants (as far as was seen)."""
