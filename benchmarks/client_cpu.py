@@ -2,12 +2,12 @@
 
 AIPerf 0.13's request_rate strategy, in concurrency mode, polls for a free slot with nothing
 but a yield to the event loop in between, so its timing manager holds most of a core while
-every slot is busy. Our plugin's strategy (``case/aiperf_plugin/strategy.py``, switched on by
-``INFERLAB_CREDIT_WAIT=1``) sleeps until a credit comes back instead. This script runs real
-AIPerf against one simulator (its own process, so its CPU is not counted) at each load with
-the switch off ("spin", AIPerf as shipped) and on ("wait"), the two interleaved, and prints
-side by side, per load: client CPU ms per request over the load window (AIPerf's whole
-process tree, sampled from /proc), the cores it kept busy, the host's mean run queue, and
+every slot is busy. Our plugin's strategy (``case/aiperf_plugin/strategy.py``, named as the
+profiling phase's ``timingMode: inferlab_credit_wait``) sleeps until a credit comes back. This
+script runs real AIPerf against one simulator (its own process, so its CPU is not counted) at
+each load with the switch off ("spin", AIPerf as shipped) and on ("wait"), the two interleaved,
+and prints side by side, per load: client CPU ms per request over the load window (AIPerf's
+whole process tree, sampled from /proc), the cores it kept busy, the host's mean run queue, and
 the achieved request throughput. The per-process breakdown shows what remains.
 
     python benchmarks/client_cpu.py                # c=1, c=4, c=16; 2 runs of each
