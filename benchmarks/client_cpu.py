@@ -2,12 +2,12 @@
 
 AIPerf 0.13's request_rate strategy, in concurrency mode, polls for a free slot with nothing
 but a yield to the event loop in between, so its timing manager holds most of a core while
-every slot is busy. Our plugin's strategy (``case/aiperf_plugin/strategy.py``, switched on by
-``INFERLAB_CREDIT_WAIT=1``) sleeps until a credit comes back instead. This script runs real
-AIPerf against one simulator (its own process, so its CPU is not counted) at each load with
-the switch off ("spin", AIPerf as shipped) and on ("wait"), the two interleaved, and prints
-side by side, per load: client CPU ms per request over the load window (AIPerf's whole
-process tree, sampled from /proc), the cores it kept busy, the host's mean run queue, and
+every slot is busy. Our plugin's strategy (``case/aiperf_plugin/strategy.py``, named as the
+profiling phase's ``timingMode: inferlab_credit_wait``) sleeps until a credit comes back. This
+script runs real AIPerf against one simulator (its own process, so its CPU is not counted) at
+each load with the switch off ("spin", AIPerf as shipped) and on ("wait"), the two interleaved,
+and prints side by side, per load: client CPU ms per request over the load window (AIPerf's
+whole process tree, sampled from /proc), the cores it kept busy, the host's mean run queue, and
 the achieved request throughput. The per-process breakdown shows what remains.
 
     python benchmarks/client_cpu.py                # c=1, c=4, c=16; 2 runs of each
@@ -34,7 +34,7 @@ from typing import Any
 import orjson
 from synthetic import write_population
 
-from inferlab_bench.case.aiperf_plugin.hook import CREDIT_WAIT_ENV_VAR
+from inferlab_bench.case.aiperf_plugin.switches import CREDIT_WAIT_TIMING_MODE
 from inferlab_bench.case.local import aiperf_environment
 from inferlab_bench.case.usage import UsageSampler
 from inferlab_bench.layout import cache_root
@@ -42,7 +42,7 @@ from inferlab_bench.runs.demo import TOKENIZER_DIR
 from inferlab_bench.validity.client_cost import ClientUsage, window_usage
 
 OUTPUT_TOKENS = 64
-MODES = {"spin": "0", "wait": "1"}
+MODES = {"spin": None, "wait": CREDIT_WAIT_TIMING_MODE}  # the profiling phase's timingMode
 
 
 @dataclass(frozen=True)
@@ -130,8 +130,11 @@ def run_once(url: str, workdir: Path, c: int, mode: str) -> Run:
     population = workdir / "population.jsonl"
     write_population(population, prompts(n), OUTPUT_TOKENS)
     config = workdir / "aiperf.json"
-    config.write_text(json.dumps(aiperf_config(url, population, c, n, workdir / "out")))
-    env = aiperf_environment(os.environ, cache_root()) | {CREDIT_WAIT_ENV_VAR: MODES[mode]}
+    planned = aiperf_config(url, population, c, n, workdir / "out")
+    if MODES[mode] is not None:
+        planned["benchmark"]["profiling"]["timingMode"] = MODES[mode]
+    config.write_text(json.dumps(planned))
+    env = aiperf_environment(os.environ, cache_root())
     command = [sys.executable, "-m", "aiperf", "profile", "--config", str(config)]
     with (workdir / "aiperf.log").open("w") as log:
         process = subprocess.Popen(

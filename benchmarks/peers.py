@@ -1,15 +1,23 @@
 """Peer clients side by side against one simulator: per-request error against its ground truth.
 
-Our client (AIPerf driven as our case stage drives it: our plugin, our environment), GuideLLM
-(``guidellm run`` with a scenario file), SGLang's ``bench_serving`` and vLLM's ``bench serve``
-run the same prompts at the same loads (c=1, c=4, c=16 and a poisson rate) against one
-``inferlab-bench simulate`` process. Each request a client measured is joined to the server's
-ground-truth record, and its TTFT, ITL and end-to-end latency minus the truth's (the client's
-overhead, in ms) is summarised per load and client over every request of its runs (p50,
-p90, max), with the lowest and highest per-run p90 beside it; each load runs ``--repeats``
-times with the clients interleaved (each repeat starts with the next client). The last line
-compares our pooled TTFT overhead p90 with the best peer's at c=1 and c=4, with a bootstrap
-90% interval of the ratio and whether the two clients' per-run p90s overlap.
+Our client as users run it (``ours-run``: ``inferlab-bench run`` with its flags, as typed;
+``ours-case``: ``inferlab-bench case`` on the JSON request a control plane sends), our client
+through this script's own AIPerf harness (``ours``: AIPerf with our plugin and environment,
+the switches of docs/case.md's "What we change in AIPerf" each on), GuideLLM (``guidellm run``
+with a scenario file), SGLang's ``bench_serving`` and vLLM's ``bench serve`` send the same
+population at the same loads (c=1, c=4, c=16 and a poisson rate) to one ``inferlab-bench
+simulate`` process. The population comes from ``inferlab-bench prepare``: hand-written prompts
+of distinct lengths (``synthetic``) and real ShareGPT conversations (``real``, from
+/work/shared/tools/real-sharegpt); the peers send each entry's last user message. Each
+request a client measured is joined to the server's ground-truth record, and its TTFT, ITL
+and end-to-end latency minus the truth's (the client's overhead, in ms) is summarised per
+load and client over every request of its runs (p50, p90, max), with the lowest and highest
+per-run p90 beside it, and the count of late requests (TTFT overhead above ``LATE_MS``); a
+second table says when in each run the late ones fell. Each load runs ``--repeats`` times
+with the clients interleaved (each repeat starts with the next client). The last lines
+compare ``ours-run``'s pooled TTFT overhead p90 with the best peer's, and with the harness's,
+at c=1 and c=4, with a bootstrap 90% interval of the ratio and whether the two clients'
+per-run p90s overlap. The load average is printed at the start and after each population.
 
 At a rate load the clients draw their own schedules, so after the table each run's arrivals
 at the server (its joined requests) are judged by the rate and dispersion checks our case
@@ -20,22 +28,24 @@ send the asked load, and its row compares no common load with ours.
 Joins: ours by X-Request-ID (AIPerf sends it, the simulator records it); GuideLLM by the
 response id it keeps (the simulator's response id is its ground-truth ``request_id``);
 SGLang and vLLM record neither an id nor a send time per request, so their requests are
-joined by prompt length: every prompt here has a distinct token count, and the n-th shortest
-request a client reports is the n-th shortest the server received in that run.
+joined by prompt length: the n-th shortest request a client reports is the n-th shortest the
+server received in that run (exact for the synthetic population, whose prompts all differ in
+length; a run whose counts do not line up is reported as nothing joined).
 
 Peers live in their own virtual environments under ``~/.cache/inferlab-bench/peers/<tool>/``
 (a ``READY`` file marks one that has run against the simulator); a missing one is skipped
 with a message. GuideLLM pulls torch: install ``torch==2.13.0`` (the CPU wheel) first.
 
-    python benchmarks/peers.py                      # every client, every load, 3 repeats
-    python benchmarks/peers.py --repeats 1 --load c1 c4 --clients ours guidellm
-    python benchmarks/peers.py --load c1 c4 --clients ours ours-aiperf-start guidellm
+    python benchmarks/peers.py                      # every client, load and population
+    python benchmarks/peers.py --load c1 c4 --clients ours-run ours --population real
+    python benchmarks/peers.py --load c1 c4 --requests 100 --population synthetic \
+        --clients ours ours-spin ours-no-preconnect ours-aiperf-start ours-equal
 
-``ours`` starts each request's clock when its bytes go to the socket, as the case stage does
-(GuideLLM starts its clock at its header write); ``ours-aiperf-start`` (not in the default
-set) is the same client with AIPerf's own start stamp, taken before aiohttp's own work;
-``ours-own-session`` starts AIPerf in a session of its own, as the case stage did before
-2026-12-06 (a scheduler autogroup of its own: see docs/case.md, Priorities).
+The arms (not in the default set) are the harness with one switch off: ``ours-spin``
+(AIPerf's own polling strategy), ``ours-no-preconnect`` (connections opened inside the first
+requests), ``ours-aiperf-start`` (AIPerf's start stamp, before aiohttp's own work),
+``ours-equal`` (bookkeeping services at the sender's priority), ``ours-two-workers`` and
+``ours-own-session`` (AIPerf in a session of its own, as before 2026-12-06).
 """
 
 from __future__ import annotations
@@ -58,16 +68,16 @@ from typing import Any
 
 import numpy as np
 import orjson
-from synthetic import write_population
 
-from inferlab_bench.case.connections import (
-    ConnectionChoice,
-    ConnectionPolicy,
-    with_preconnect,
-    with_wire_start,
+from inferlab_bench.case.aiperf_plugin import switches
+from inferlab_bench.case.aiperf_plugin.priorities import (
+    BookkeepingPolicy,
+    BookkeepingPriorities,
+    choose_bookkeeping,
 )
+from inferlab_bench.case.connections import ConnectionChoice, ConnectionPolicy
 from inferlab_bench.case.local import aiperf_environment
-from inferlab_bench.case.usage import BookkeepingPolicy, UsageSampler, choose_bookkeeping
+from inferlab_bench.case.usage import UsageSampler
 from inferlab_bench.layout import cache_root
 from inferlab_bench.runs.demo import TOKENIZER_DIR
 from inferlab_bench.validity.dispatch import (
@@ -95,12 +105,14 @@ class Load:
     rate: float | None = None
 
 
-LOADS = {  # requests per run: 3 runs pooled put 18 (c=1) and 36 (c=4) requests above the p90
-    "c1": Load("c1", 60, concurrency=1),
-    "c4": Load("c4", 120, concurrency=4),
-    "c16": Load("c16", 128, concurrency=16),
-    "p4": Load("p4", 60, rate=4.0),
+LOADS = {  # requests per run: 3 runs pooled put 60 (c=1) and 72 (c=4) requests above the p90
+    "c1": Load("c1", 200, concurrency=1),
+    "c4": Load("c4", 240, concurrency=4),
+    "c16": Load("c16", 256, concurrency=16),
+    "p4": Load("p4", 200, rate=4.0),
 }
+LATE_MS = 0.8
+"""A request whose TTFT overhead exceeds this is late: counted per run, with when it fell."""
 BOOTSTRAP = 2000  # resamples for the interval of a pooled p90 and of the ratio
 COMPARED = ("c1", "c4")  # the loads the last line compares
 
@@ -129,6 +141,7 @@ class Simulator:
     """``inferlab-bench simulate`` in its own process; ground truth read back per run."""
 
     def __init__(self, workdir: Path) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
         self.truth_path = workdir / "truth.jsonl"
         command = [sys.executable, "-m", "inferlab_bench", "simulate", "--port", "0"]
         command += ["--tokenizer", TOKENIZER_DIR, "--ground-truth", str(self.truth_path)]
@@ -174,55 +187,111 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 the hub for the model's config for half a minute before it starts (no network here)."""
 
 
-def run_quiet(command: list[str], log: Path) -> None:
+def run_quiet(command: list[str], log: Path, ok: tuple[int, ...] = (0,)) -> None:
     env = os.environ | OFFLINE
     with log.open("w") as out:
         done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env, check=False)
-    if done.returncode != 0:
+    if done.returncode not in ok:
         raise RuntimeError(f"{command[0]} exited {done.returncode}: see {log}")
 
 
-def ours(url: str, load: Load, texts: list[str], work: Path) -> tuple[str, list[Measured]]:
-    return _ours(url, load, texts, work, wire_start=True)
+@dataclass(frozen=True)
+class Workload:
+    """What every client sends: a population ``inferlab-bench prepare`` wrote, and its prompts.
+
+    ``population`` has ``prepare-request.json`` beside it (``inferlab-bench run`` reads it);
+    ``texts`` are its entries' last user messages, for the peers, which send one prompt each.
+    """
+
+    name: str
+    population: Path
+    texts: list[str]
+
+    def head(self, load: Load, path: Path) -> Path:
+        """The population's first ``load.requests`` entries (the ones every client sends)."""
+        lines = self.population.read_bytes().splitlines(keepends=True)[: load.requests]
+        path.write_bytes(b"".join(lines))
+        return path
 
 
-def ours_aiperf_start(
-    url: str, load: Load, texts: list[str], work: Path
-) -> tuple[str, list[Measured]]:
-    """Ours with AIPerf's own start stamp (before aiohttp's work): the arm before."""
-    return _ours(url, load, texts, work, wire_start=False)
+def prepared(kind: str, entries: int, workdir: Path) -> Workload:
+    """A population of ``entries`` through ``inferlab-bench prepare``: hand-written prompts
+    (``synthetic``, input up to 2048 tokens) or real ShareGPT conversations (``real``, input
+    up to 512 tokens, from /work/shared/tools/real-sharegpt)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    out = workdir / f"population-{kind}"
+    if kind == "real":
+        found = subprocess.run([REAL_SHAREGPT], capture_output=True, text=True, check=True)
+        source, limit = Path(found.stdout.strip()), 512
+    else:
+        source, limit = workdir / "synthetic-sharegpt.json", 2048
+        conversations = [
+            {"id": f"synthetic-{i}", "conversations": [HUMAN | {"value": t}, GPT]}
+            for i, t in enumerate(prompts(entries))
+        ]
+        source.write_text(json.dumps(conversations))
+    command = [sys.executable, "-m", "inferlab_bench", "prepare", "--model", TOKENIZER_DIR]
+    command += ["--served-name", MODEL, "--dataset", str(source), "--entries", str(entries)]
+    command += ["--max-input-tokens", str(limit), "--output-tokens", str(OUTPUT_TOKENS)]
+    command += ["--seed", "1", "--out", str(out)]
+    run_quiet(command, workdir / f"prepare-{kind}.log")
+    population = out / "population.jsonl"
+    texts = []
+    for line in population.read_bytes().splitlines():
+        users = [m["content"] for m in orjson.loads(line)["messages"] if m["role"] == "user"]
+        texts.append(users[-1])
+    return Workload(kind, population, texts)
 
 
-def ours_two_workers(
-    url: str, load: Load, texts: list[str], work: Path
-) -> tuple[str, list[Measured]]:
-    """Ours with two AIPerf workers (AIPerf gives 2 cores one): an arm for an A/B."""
-    return _ours(url, load, texts, work, wire_start=True, workers=2)
+REAL_SHAREGPT = "/work/shared/tools/real-sharegpt"
+HUMAN = {"from": "human"}
+GPT = {"from": "gpt", "value": "Fine."}
 
 
-def ours_own_session(
-    url: str, load: Load, texts: list[str], work: Path
-) -> tuple[str, list[Measured]]:
-    """Ours with AIPerf in a session of its own (a scheduler autogroup of its own, so its
-    lowered bookkeeping competes with the simulator as a group): the arm before."""
-    return _ours(url, load, texts, work, wire_start=True, own_session=True)
+def ours(url: str, load: Load, workload: Workload, work: Path) -> tuple[str, list[Measured]]:
+    """AIPerf through this script's own harness, with every switch the case stage sets."""
+    return _ours(url, load, workload, work, Arm())
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One setting of each switch our case stage makes to AIPerf (docs/case.md's table)."""
+
+    wire_start: bool = True
+    preconnect: bool = PRECONNECT
+    credit_wait: bool = True
+    workers: int = 0
+    own_session: bool = False
+    bookkeeping: BookkeepingPolicy | None = None  # None: as the case stage chooses
+
+
+ARMS = {  # the harness with one switch off (an A/B of that switch against ``ours``)
+    "ours-aiperf-start": Arm(wire_start=False),
+    "ours-no-preconnect": Arm(preconnect=False),
+    "ours-spin": Arm(credit_wait=False),
+    "ours-equal": Arm(bookkeeping="equal"),
+    "ours-two-workers": Arm(workers=2),
+    "ours-own-session": Arm(own_session=True),
+}
+
+
+def _arm(name: str) -> Client:
+    def client(url: str, load: Load, workload: Workload, work: Path) -> tuple[str, list[Measured]]:
+        return _ours(url, load, workload, work, ARMS[name])
+
+    return client
 
 
 def _ours(
-    url: str,
-    load: Load,
-    texts: list[str],
-    work: Path,
-    wire_start: bool,
-    workers: int = 0,
-    own_session: bool = False,
+    url: str, load: Load, workload: Workload, work: Path, arm: Arm
 ) -> tuple[str, list[Measured]]:
-    population = work / "population.jsonl"
-    write_population(population, texts, OUTPUT_TOKENS)
+    population = workload.head(load, work / "population.jsonl")
     if load.rate is None:
-        profiling = {"type": "concurrency", "concurrency": load.concurrency}
+        profiling: dict[str, Any] = {"type": "concurrency", "concurrency": load.concurrency}
     else:
         profiling = {"type": "poisson", "rate": load.rate}
+    if arm.credit_wait:  # our strategy, named as the case stage names it
+        profiling["timingMode"] = switches.CREDIT_WAIT_TIMING_MODE
     body = {"ignore_eos": True, "n": 1, "stream_options": {"include_usage": True}}
     config = {
         "schemaVersion": "2.0",
@@ -237,17 +306,18 @@ def _ours(
                 "timeout": 300,
                 "useServerTokenCount": True,
                 "extra": body,
+                "transport": switches.TRANSPORT,
             },
             "dataset": {
                 "type": "file",
                 "path": str(population),
                 "format": "mooncake_trace",
-                "entries": len(texts),
+                "entries": load.requests,
                 "sampling": "sequential",
             },
-            "profiling": profiling | {"requests": len(texts)},
+            "profiling": profiling | {"requests": load.requests},
             "tokenizer": {"name": TOKENIZER_DIR},
-            "runtime": {"ui": "none"} | ({"workers": workers} if workers else {}),
+            "runtime": {"ui": "none"} | ({"workers": arm.workers} if arm.workers else {}),
             "gpuTelemetry": {"enabled": False},
             "serverMetrics": {"enabled": False},
             "artifacts": {"dir": str(work / "out"), "prefix": "p", "records": ["jsonl"]},
@@ -255,11 +325,11 @@ def _ours(
     }
     (work / "aiperf.json").write_text(json.dumps(config))
     env = aiperf_environment(os.environ, cache_root())
-    if PRECONNECT:  # as the case stage does for a pooled server
-        pooled = ConnectionChoice(ConnectionPolicy.POOLED, "peers.py")
-        env |= with_preconnect(pooled, url, load.concurrency).env
-    if wire_start:  # as the case stage does for a pooled server
-        env |= with_wire_start(ConnectionChoice(ConnectionPolicy.POOLED, "peers.py")).env
+    pooled = ConnectionChoice(ConnectionPolicy.POOLED, "peers.py")
+    if arm.preconnect:  # as the case stage does for a pooled server
+        env |= switches.with_preconnect(pooled, url, load.concurrency).env
+    if arm.wire_start:  # as the case stage does for a pooled server
+        env |= switches.with_wire_start(pooled).env
     command = [sys.executable, "-m", "aiperf", "profile", "--config", str(work / "aiperf.json")]
     with (work / "client.log").open("w") as log:  # as our runner starts it
         process = subprocess.Popen(
@@ -267,17 +337,68 @@ def _ours(
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
-            process_group=None if own_session else 0,
-            start_new_session=own_session,
+            process_group=None if arm.own_session else 0,
+            start_new_session=arm.own_session,
         )
-        sampler = UsageSampler(process.pid, policy=bookkeeping(load)).start()
+        lowered = BookkeepingPriorities(process.pid, arm.bookkeeping or bookkeeping(load))
+        sampler = UsageSampler(
+            process.pid, on_scan=lowered.lower_new, nice=lowered.sampler_nice
+        ).start()
         process.wait()
         sampler.stop()
     if process.returncode != 0:
         raise RuntimeError(f"aiperf exited {process.returncode}: see {work / 'client.log'}")
-    rows = [orjson.loads(x) for x in (work / "out" / "p.jsonl").read_bytes().splitlines() if x]
+    return "x_request_id", read_ours(work / "out" / "p.jsonl")
+
+
+def ours_run(url: str, load: Load, workload: Workload, work: Path) -> tuple[str, list[Measured]]:
+    """``inferlab-bench run`` as a user types it (its defaults, its own output directory)."""
+    shape = ["--concurrency", str(load.concurrency)] if load.rate is None else []
+    shape = shape or ["--rate", str(load.rate)]
+    command = [sys.executable, "-m", "inferlab_bench", "run", *shape, "--url", url]
+    command += ["--model", MODEL, "--tokenizer", TOKENIZER_DIR]
+    command += ["--population", str(workload.population), "--requests", str(load.requests)]
+    command += ["--out", str(work / "run")]
+    run_quiet(command, work / "client.log")
+    return "x_request_id", read_ours(_one(work / "run", "profile.jsonl"))
+
+
+def ours_case(url: str, load: Load, workload: Workload, work: Path) -> tuple[str, list[Measured]]:
+    """``inferlab-bench case`` as a control plane sends it: the JSON request that an
+    ``ours-run`` run of this load and population saved, with an artifact directory of its own."""
+    made = sorted(work.parent.glob(f"{load.key}-{workload.name}-ours-run-*/run/request.json"))
+    if not made:
+        raise RuntimeError("ours-case replays ours-run's request.json: list ours-run before it")
+    request = orjson.loads(made[0].read_bytes())
+    request["artifact_dir"] = str(work / "case")
+    (work / "request.json").write_bytes(orjson.dumps(request))
+    command = [
+        sys.executable,
+        "-m",
+        "inferlab_bench",
+        "case",
+        "--input",
+        str(work / "request.json"),
+    ]
+    command += ["--output", str(work / "result.json")]
+    run_quiet(command, work / "client.log")
+    if orjson.loads((work / "result.json").read_bytes())["status"] != "succeeded":
+        raise RuntimeError(f"the case failed: see {work / 'result.json'}")
+    return "x_request_id", read_ours(_one(work / "case", "profile.jsonl"))
+
+
+def _one(directory: Path, name: str) -> Path:
+    found = sorted(directory.rglob(name))
+    if not found:
+        raise RuntimeError(f"no {name} under {directory}")
+    return found[0]
+
+
+def read_ours(records: Path) -> list[Measured]:
+    """AIPerf's profiling records that succeeded, keyed by the X-Request-ID it sent."""
     out = []
-    for row in rows:
+    for line in records.read_bytes().splitlines():
+        row = orjson.loads(line)
         meta, m = row["metadata"], row.get("metrics", {})
         if meta["benchmark_phase"] != "profiling" or row.get("error"):
             continue
@@ -289,7 +410,7 @@ def _ours(
                 m["request_latency"]["value"],
             )
         )
-    return "x_request_id", out
+    return out
 
 
 def bookkeeping(load: Load) -> BookkeepingPolicy:
@@ -300,7 +421,8 @@ def bookkeeping(load: Load) -> BookkeepingPolicy:
     return chosen  # type: ignore[return-value]
 
 
-def guidellm(url: str, load: Load, texts: list[str], work: Path) -> tuple[str, list[Measured]]:
+def guidellm(url: str, load: Load, workload: Workload, work: Path) -> tuple[str, list[Measured]]:
+    texts = workload.texts[: load.requests]
     data = work / "data.jsonl"
     data.write_text(
         "".join(
@@ -348,7 +470,8 @@ def guidellm(url: str, load: Load, texts: list[str], work: Path) -> tuple[str, l
     return "request_id", out
 
 
-def sglang(url: str, load: Load, texts: list[str], work: Path) -> tuple[str, list[Measured]]:
+def sglang(url: str, load: Load, workload: Workload, work: Path) -> tuple[str, list[Measured]]:
+    texts = workload.texts[: load.requests]
     data = work / "data.jsonl"
     data.write_text(
         "".join(
@@ -386,7 +509,8 @@ def sglang(url: str, load: Load, texts: list[str], work: Path) -> tuple[str, lis
     return "prompt_rank", _per_request_lists(found, found["input_lens"])
 
 
-def vllm(url: str, load: Load, texts: list[str], work: Path) -> tuple[str, list[Measured]]:
+def vllm(url: str, load: Load, workload: Workload, work: Path) -> tuple[str, list[Measured]]:
+    texts = workload.texts[: load.requests]
     data = work / "data.jsonl"
     data.write_text("".join(json.dumps({"prompt": t}) + "\n" for t in texts))
     command = [str(PEERS / "vllm/bin/vllm"), "bench", "serve", "--backend", "openai-chat"]
@@ -423,18 +547,18 @@ def _per_request_lists(found: dict[str, Any], keys: list[int]) -> list[Measured]
     return out
 
 
-Client = Callable[[str, Load, list[str], Path], tuple[str, list[Measured]]]
+Client = Callable[[str, Load, Workload, Path], tuple[str, list[Measured]]]
 CLIENTS: dict[str, tuple[Client, Path | None]] = {
     "ours": (ours, None),
-    "ours-aiperf-start": (ours_aiperf_start, None),
-    "ours-two-workers": (ours_two_workers, None),
-    "ours-own-session": (ours_own_session, None),
+    "ours-run": (ours_run, None),
+    "ours-case": (ours_case, None),
+    **{name: (_arm(name), None) for name in ARMS},
     "guidellm": (guidellm, PEERS / "guidellm/bin/guidellm"),
     "sglang": (sglang, PEERS / "sglang/bin/python"),
     "vllm": (vllm, PEERS / "vllm/bin/vllm"),
 }
 
-DEFAULT_CLIENTS = ["ours", "guidellm", "sglang", "vllm"]
+DEFAULT_CLIENTS = ["ours-run", "ours-case", "ours", "guidellm", "sglang", "vllm"]
 
 
 # --- joining and summarising ----------------------------------------------------------------
@@ -462,6 +586,7 @@ def overheads(kind: str, measured: list[Measured], truth: list[dict[str, Any]]) 
     return {name: np.array(v) for name, v in diffs.items()} | {
         "n": len(pairs),
         "arrivals": arrivals,
+        "arrival_ns": np.array([t["arrival_ns"] for _, t in pairs], dtype=np.int64),
     }
 
 
@@ -475,6 +600,9 @@ class RunFigures:
     samples: dict[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
     """Metric -> every joined request's overhead (ms), for figures pooled over runs."""
     schedule: str = ""  # at a rate load: the arrivals as our dispatch checks judge them
+    late_at: tuple[float, ...] = ()
+    """Seconds from the run's first arrival to each late request's (TTFT overhead > LATE_MS)."""
+    span_s: float = 0.0  # the run's first arrival to its last
 
 
 def judge_schedule(arrival_ns: Any, rate: float) -> str:
@@ -497,7 +625,29 @@ def summarise(client: str, load: str, diffs: dict[str, Any]) -> RunFigures | Non
         return None
     figures = {name: _p50_p90_max(diffs[name]) for name in METRICS}
     samples = {name: tuple(float(x) for x in diffs[name]) for name in METRICS}
-    return RunFigures(client, load, diffs["n"], figures, samples=samples)
+    at = (diffs["arrival_ns"] - diffs["arrival_ns"].min()) / 1e9
+    late = tuple(float(x) for x in np.sort(at[diffs["ttft"] > LATE_MS]))
+    return RunFigures(
+        client, load, diffs["n"], figures, samples=samples, late_at=late, span_s=float(at.max())
+    )
+
+
+def render_late(runs: list[RunFigures], loads: list[str], clients: list[str]) -> str:
+    """Per load and client, each run's late requests: how many, and when (s into the run,
+    in tenths of the run so runs of different lengths read alike)."""
+    lines = [f"late requests (TTFT overhead > {LATE_MS} ms): count per run, and in which tenth"]
+    for load in loads:
+        for client in clients:
+            for r in (r for r in runs if r.load == load and r.client == client):
+                tenths = [0] * 10
+                for at in r.late_at:
+                    tenths[min(9, int(10 * at / max(r.span_s, 1e-9)))] += 1
+                shown = " ".join(f"{x:.0f}" for x in r.late_at[:40])
+                lines.append(
+                    f"  {load:<5}{client:<19}{len(r.late_at):>4} of {r.n:<4} by tenth "
+                    f"{tenths} of {r.span_s:.0f} s; at {shown}"
+                )
+    return "\n".join(lines)
 
 
 def render_schedules(runs: list[RunFigures], loads: list[str], clients: list[str]) -> str:
@@ -533,7 +683,7 @@ def render(runs: list[RunFigures], loads: list[str], clients: list[str]) -> str:
     head = f"{'load':<6}{'client':<19}{'runs':>5}{'n':>6}"
     for name in METRICS:
         head += f"  {name.upper() + ' p50 / p90 / max ms (per-run p90)':>44}"
-    head += f"  {'req/s':>6}"
+    head += f"  {'req/s':>6}  {'late (per run)':>16}"
     lines = [head, "-" * len(head)]
     for load in loads:
         for client in clients:
@@ -547,6 +697,8 @@ def render(runs: list[RunFigures], loads: list[str], clients: list[str]) -> str:
                 cell = f"{p50:.2f} / {p90:.2f} / {top:.2f} ({min(p90s):.2f}-{max(p90s):.2f})"
                 row += f"  {cell:>44}"
             row += f"  {statistics.median(r.rps for r in mine):>6.2f}"
+            late = " ".join(str(len(r.late_at)) for r in mine)
+            row += f"  {sum(len(r.late_at) for r in mine):>4} ({late})"
             lines.append(row)
     return "\n".join(lines)
 
@@ -567,11 +719,13 @@ class Comparison:
         return self.ours_runs[0] <= self.peer_runs[1] and self.peer_runs[0] <= self.ours_runs[1]
 
 
-def compare(runs: list[RunFigures], load: str, seed: int = 1) -> Comparison | None:
-    """Ours / the peer with the lowest pooled TTFT overhead p90 at ``load``.
+def compare(
+    runs: list[RunFigures], load: str, mine: str, others: list[str], seed: int = 1
+) -> Comparison | None:
+    """``mine`` / the client of ``others`` with the lowest pooled TTFT overhead p90 at ``load``.
 
     The interval resamples requests within each run (so every run keeps its weight) for
-    ours and the peer alike, ``BOOTSTRAP`` times, and takes the 5th and 95th percentile of
+    both clients alike, ``BOOTSTRAP`` times, and takes the 5th and 95th percentile of
     the ratio of the two pooled p90s.
     """
     by_client: dict[str, list[RunFigures]] = {}
@@ -579,13 +733,13 @@ def compare(runs: list[RunFigures], load: str, seed: int = 1) -> Comparison | No
         if r.load == load:
             by_client.setdefault(r.client, []).append(r)
     p90 = {c: float(np.percentile(pooled(rs, "ttft"), 90)) for c, rs in by_client.items()}
-    peers = {c: v for c, v in p90.items() if not c.startswith("ours")}
-    if "ours" not in p90 or not peers or min(peers.values()) <= 0:
+    peers = {c: v for c, v in p90.items() if c in others}
+    if mine not in p90 or not peers or min(peers.values()) <= 0:
         return None
     peer = min(peers, key=peers.__getitem__)
     rng = np.random.default_rng(seed)
     ratios = [
-        _resampled_p90(by_client["ours"], rng) / max(_resampled_p90(by_client[peer], rng), 1e-9)
+        _resampled_p90(by_client[mine], rng) / max(_resampled_p90(by_client[peer], rng), 1e-9)
         for _ in range(BOOTSTRAP)
     ]
     low, high = (float(np.percentile(ratios, q)) for q in (5, 95))
@@ -594,8 +748,8 @@ def compare(runs: list[RunFigures], load: str, seed: int = 1) -> Comparison | No
         values = [r.figures["ttft"][1] for r in by_client[client]]
         return min(values), max(values)
 
-    ratio = p90["ours"] / peers[peer]
-    return Comparison(load, peer, ratio, (low, high), spread("ours"), spread(peer))
+    ratio = p90[mine] / peers[peer]
+    return Comparison(load, peer, ratio, (low, high), spread(mine), spread(peer))
 
 
 def _resampled_p90(runs: list[RunFigures], rng: np.random.Generator) -> float:
@@ -603,9 +757,19 @@ def _resampled_p90(runs: list[RunFigures], rng: np.random.Generator) -> float:
     return float(np.percentile(np.concatenate(parts), 90))
 
 
-def final_line(runs: list[RunFigures]) -> str:
-    """``TTFT overhead p90, ours / best peer: c1 X c4 Y`` and what the spread allows."""
-    found = {load: compare(runs, load) for load in COMPARED}
+def final_lines(runs: list[RunFigures], clients: list[str]) -> list[str]:
+    """``TTFT overhead p90, ours-run / best peer: c1 X c4 Y`` and what the spread allows;
+    also ours-run / the harness (``ours``) when both ran."""
+    mine = "ours-run" if "ours-run" in clients else "ours"
+    peers = [c for c in clients if not c.startswith("ours")]
+    lines = [final_line(runs, mine, peers, "best peer")]
+    if mine != "ours" and "ours" in clients:
+        lines.append(final_line(runs, mine, ["ours"], "the harness"))
+    return lines
+
+
+def final_line(runs: list[RunFigures], mine: str, others: list[str], label: str) -> str:
+    found = {load: compare(runs, load, mine, others) for load in COMPARED}
     ratios = " ".join(f"{load} {c.ratio:.2f}" if c else f"{load} n/a" for load, c in found.items())
     notes = []
     for load, c in found.items():
@@ -618,7 +782,7 @@ def final_line(runs: list[RunFigures]) -> str:
             f"{c.peer_runs[0]:.2f}-{c.peer_runs[1]:.2f} ms {apart}"
         )
     tail = f" ({'; '.join(notes)})" if notes else ""
-    return "TTFT overhead p90, ours / best peer: " + ratios + tail
+    return f"TTFT overhead p90, {mine} / {label}: " + ratios + tail
 
 
 def available(clients: list[str]) -> list[str]:
@@ -636,38 +800,61 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--load", nargs="+", choices=list(LOADS), default=list(LOADS))
     parser.add_argument("--clients", nargs="+", choices=list(CLIENTS), default=DEFAULT_CLIENTS)
+    parser.add_argument("--population", nargs="+", choices=POPULATIONS, default=POPULATIONS)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--requests", type=int, help="requests per run (default: per load)")
     parser.add_argument("--workdir", type=Path, help="keep every run's files here")
     args = parser.parse_args()
     clients = available(args.clients)
-    runs: list[RunFigures] = []
+    loads = {k: _sized(LOADS[k], args.requests) for k in args.load}
+    print(f"load average at start: {os.getloadavg()}", file=sys.stderr, flush=True)
     with contextlib.ExitStack() as stack:
         tmp = args.workdir or stack.enter_context(tempfile.TemporaryDirectory(prefix="peers-"))
-        sim = Simulator(Path(tmp))
-        try:
-            for key in args.load:
-                load = LOADS[key]
-                texts = prompts(load.requests)
-                for i in range(args.repeats):
-                    order = clients[i % len(clients) :] + clients[: i % len(clients)]
-                    for client in order:  # interleaved, and each repeat starts elsewhere
-                        runs += run_one(sim, client, load, texts, Path(tmp) / f"{key}-{client}-{i}")
-        finally:
-            sim.stop()
-    print(render(runs, args.load, clients))
-    if schedules := render_schedules(runs, args.load, clients):
-        print(schedules)
-    print(final_line(runs))
+        entries = max(load.requests for load in loads.values())
+        for kind in args.population:
+            workload = prepared(kind, entries, Path(tmp))
+            runs = run_loads(Path(tmp), workload, loads, clients, args.repeats)
+            print(f"\n{kind} population, load average now {os.getloadavg()}")
+            print(render(runs, args.load, clients))
+            print(render_late(runs, args.load, clients))
+            if schedules := render_schedules(runs, args.load, clients):
+                print(schedules)
+            print("\n".join(final_lines(runs, clients)), flush=True)
+
+
+POPULATIONS = ["synthetic", "real"]
+
+
+def _sized(load: Load, requests: int | None) -> Load:
+    return load if requests is None else dataclasses.replace(load, requests=requests)
+
+
+def run_loads(
+    tmp: Path, workload: Workload, loads: dict[str, Load], clients: list[str], repeats: int
+) -> list[RunFigures]:
+    """Every load, ``repeats`` times, the clients interleaved (each repeat starts elsewhere)."""
+    runs: list[RunFigures] = []
+    sim = Simulator(tmp / workload.name)
+    try:
+        for key, load in loads.items():
+            for i in range(repeats):
+                order = clients[i % len(clients) :] + clients[: i % len(clients)]
+                for client in order:
+                    work = tmp / f"{key}-{workload.name}-{client}-{i}"
+                    runs += run_one(sim, client, load, workload, work)
+    finally:
+        sim.stop()
+    return runs
 
 
 def run_one(
-    sim: Simulator, client: str, load: Load, texts: list[str], work: Path
+    sim: Simulator, client: str, load: Load, workload: Workload, work: Path
 ) -> list[RunFigures]:
     work.mkdir(parents=True)
     offset = sim.lines()
     started = time.monotonic()
     try:
-        kind, measured = CLIENTS[client][0](sim.url, load, texts, work)
+        kind, measured = CLIENTS[client][0](sim.url, load, workload, work)
     except (RuntimeError, OSError, KeyError, ValueError, IndexError) as exc:
         print(f"{load.key} {client}: failed ({exc})", file=sys.stderr, flush=True)
         return []
@@ -693,7 +880,7 @@ def run_one(
     ttft = figures.figures["ttft"]
     print(
         f"{load.key} {client}: {figures.n} joined, TTFT overhead p50 {ttft[0]:.2f} "
-        f"p90 {ttft[1]:.2f} ms, {figures.rps:.2f} req/s"
+        f"p90 {ttft[1]:.2f} ms, {len(figures.late_at)} late, {figures.rps:.2f} req/s"
         + (f", arrivals {figures.schedule}" if figures.schedule else "")
         + f" ({time.monotonic() - started:.0f} s)",
         file=sys.stderr,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from inferlab_bench.case.aiperf_plugin import switches
 from inferlab_bench.errors import ConfigurationError
 from inferlab_bench.load import Load
 from inferlab_bench.metric_tags import LATENCIES_MS
@@ -19,9 +20,6 @@ from inferlab_bench.protocol import (
 
 AIPERF_SCHEMA_VERSION = "2.0"
 ARTIFACT_PREFIX = "profile"
-RESET_AFTER_WARMUP_TIMING_MODE = "inferlab_reset_after_warmup"
-"""Our timing strategy (registered through the ``aiperf.plugins`` entry point): AIPerf's
-request_rate strategy plus the reset after warmup and the planned-schedule record."""
 
 BODY_DEFAULTS: dict[str, Any] = {
     "ignore_eos": True,
@@ -81,8 +79,14 @@ def build_plan(
     timeout_seconds: float,
     reset_after_warmup: bool = False,
     record_schedule: bool = False,
+    our_plugins: bool = False,
 ) -> AiperfPlan:
-    """The AIPerf config for ``request``; ConfigurationError when the case cannot be expressed."""
+    """The AIPerf config for ``request``; ConfigurationError when the case cannot be expressed.
+
+    ``our_plugins``: AIPerf runs where our plugins are installed, so the config names our
+    profiling timing strategy and our transport (``aiperf_plugin.switches``); the reset
+    after warmup and the planned schedule need our profiling strategy in any case.
+    """
     _check_case(request)
     if timeout_seconds <= 0:
         raise ConfigurationError(
@@ -96,13 +100,15 @@ def build_plan(
         "model": request.model.served_name,
         "endpoint": _endpoint(request, body.body, timeout_seconds),
         "dataset": _dataset(request),
-        "profiling": _profiling(request, reset_after_warmup or record_schedule),
+        "profiling": _profiling(request, our_plugins, reset_after_warmup or record_schedule),
         "tokenizer": _tokenizer(request),
         "runtime": {"ui": "none"},
         "gpuTelemetry": {"enabled": False},
         "serverMetrics": {"enabled": False},
         "artifacts": _artifacts(aiperf_dir),
     }
+    if our_plugins:
+        benchmark["endpoint"]["transport"] = switches.TRANSPORT
     if request.case.warmup_request_count:
         benchmark["warmup"] = _warmup(request)
     slos = slo_config(request.definition.request_slo)
@@ -178,10 +184,12 @@ def _dataset(request: BenchClientRequest) -> dict[str, Any]:
     }
 
 
-def _profiling(request: BenchClientRequest, our_strategy: bool) -> dict[str, Any]:
+def _profiling(request: BenchClientRequest, our_plugins: bool, hooked: bool) -> dict[str, Any]:
     phase = Load.of(request.case.load_shape).aiperf_phase(request.case.request_count)
-    if our_strategy:
-        phase["timingMode"] = RESET_AFTER_WARMUP_TIMING_MODE
+    if hooked:
+        phase["timingMode"] = switches.RESET_AFTER_WARMUP_TIMING_MODE
+    elif our_plugins:
+        phase["timingMode"] = switches.CREDIT_WAIT_TIMING_MODE
     return phase
 
 
@@ -194,6 +202,8 @@ def _tokenizer(request: BenchClientRequest) -> dict[str, Any]:
 
 
 def _warmup(request: BenchClientRequest) -> dict[str, Any]:
+    # No timingMode: AIPerf 0.13 runs every warmup with its built-in request_rate whatever
+    # the phase says (timing/config.py, _build_warmup_config).
     return Load.of(request.case.load_shape).aiperf_phase(request.case.warmup_request_count)
 
 

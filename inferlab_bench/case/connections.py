@@ -6,19 +6,16 @@ makes a request that picks a just-closed pooled connection fail with ``Server
 disconnected``: a failure the client caused. For such servers AIPerf is told to close
 every connection after its request (``AIPERF_HTTP_FORCE_CLOSE=true`` with
 ``AIPERF_HTTP_KEEPALIVE_TIMEOUT=0``; force-close alone makes AIPerf fail at start-up).
-The choice and where it came from are recorded in ``connections.json``.
+The choice and where it came from are recorded in ``connections.json``; what our own AIPerf
+transport adds to it is ``aiperf_plugin.switches``'.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
-from inferlab_bench.case.aiperf_plugin.hook import PRECONNECT_ENV_VAR, WIRE_START_ENV_VAR
 from inferlab_bench.case.identity import models_owner
 from inferlab_bench.errors import ConfigurationError
 
@@ -74,40 +71,6 @@ def parse_option(text: str | None) -> ConnectionPolicy | None:
             f"--connections: expected {OPTION_HELP}, found {text!r}",
             hint="close opens one connection per request (for servers that drop pooled ones)",
         ) from None
-
-
-PRECONNECT_MAX = 32
-"""Most connections opened ahead per AIPerf worker (each worker has a pool of its own)."""
-
-
-def with_preconnect(
-    choice: ConnectionChoice, base_url: str, concurrency: int | None
-) -> ConnectionChoice:
-    """The choice plus our transport's pre-opened connections: one per concurrent request.
-
-    Only for a pooled concurrency load (a rate load's need is not known ahead; a closing
-    server gets a fresh connection per request anyway). ``aiperf_plugin.transport`` reads it.
-    """
-    if choice.policy is not ConnectionPolicy.POOLED or concurrency is None:
-        return choice
-    target = {
-        "url": base_url.rstrip("/") + "/v1/models",
-        "connections": min(concurrency, PRECONNECT_MAX),
-    }
-    env = choice.env | {PRECONNECT_ENV_VAR: orjson.dumps(target).decode()}
-    return dataclasses.replace(choice, env=env)
-
-
-def with_wire_start(choice: ConnectionChoice) -> ConnectionChoice:
-    """The choice plus our transport's request start at the first byte written.
-
-    Only on a pooled server, where a request's connection is already open (opened ahead
-    under a concurrency load): with a connection per request (``close``) the connect stays
-    inside the request's time, as AIPerf measures it. ``aiperf_plugin.transport`` reads it.
-    """
-    if choice.policy is not ConnectionPolicy.POOLED:
-        return choice
-    return dataclasses.replace(choice, env=choice.env | {WIRE_START_ENV_VAR: "1"})
 
 
 def choose(base_url: str, option: str | None, timeout: float = 5.0) -> ConnectionChoice:

@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from inferlab_bench.case import reset, runner
-from inferlab_bench.case.aiperf_plugin.hook import CREDIT_WAIT_ENV_VAR, ENV_VAR, HookSettings
+from inferlab_bench.case.aiperf_plugin.hook import ENV_VAR, HookSettings
+from inferlab_bench.case.aiperf_plugin.priorities import BookkeepingPolicy, choose_bookkeeping
 from inferlab_bench.case.engine import EngineOutcome, EngineRun
 from inferlab_bench.case.reset import ResetTarget
-from inferlab_bench.case.usage import BookkeepingPolicy, choose_bookkeeping
 from inferlab_bench.layout import (
     AIPERF_CONSOLE_LOG,
     PROFILING_START_METRICS,
@@ -100,5 +100,4 @@ def aiperf_environment(base: Mapping[str, str], cache_dir: Path) -> dict[str, st
     env["AIPERF_DATASET_MMAP_CACHE_DIR"] = str(cache_dir / "aiperf" / "dataset_mmap")
     env["MPLCONFIGDIR"] = str(cache_dir / "matplotlib")
     env["HF_HOME"] = str(cache_dir / "huggingface")
-    env[CREDIT_WAIT_ENV_VAR] = "1"  # our request_rate strategy waits for credits, never spins
     return env

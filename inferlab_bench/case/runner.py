@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
@@ -15,7 +16,8 @@ from pathlib import Path
 from typing import IO
 
 from inferlab_bench.atomic import fresh_text_file
-from inferlab_bench.case.usage import BookkeepingPolicy, UsageSampler, UsageSeries
+from inferlab_bench.case.aiperf_plugin.priorities import BookkeepingPolicy, BookkeepingPriorities
+from inferlab_bench.case.usage import UsageSampler, UsageSeries
 from inferlab_bench.errors import LoadGeneratorError
 from inferlab_bench.interrupts import Guard
 
@@ -66,9 +68,13 @@ def run_aiperf(
     with guard.deferred() as stop, fresh_text_file(log_path) as log:
         process = _spawn(command, env)
         # AIPerf leads its own process group, so its services and workers are all in it;
-        # its bookkeeping services yield as ``bookkeeping`` says (UsageSampler).
+        # its bookkeeping services yield as ``bookkeeping`` says, lowered as the sampler
+        # finds them.
+        priorities = BookkeepingPriorities(process.pid, bookkeeping)
         sampler = (
-            UsageSampler(process.pid, policy=bookkeeping).start()
+            UsageSampler(
+                process.pid, on_scan=priorities.lower_new, nice=priorities.sampler_nice
+            ).start()
             if UsageSampler.available()
             else None
         )
@@ -81,6 +87,8 @@ def run_aiperf(
             _stop_group(process, _grace(guard))
         pump.join(timeout=max(0.1, min(5.0, guard.remaining())))
         usage = sampler.stop() if sampler is not None else None
+        if usage is not None:
+            usage = dataclasses.replace(usage, niced=priorities.as_json())
     return RunOutcome(
         command=command,
         exit_code=process.returncode,

@@ -37,8 +37,9 @@ from inferlab_bench.case import (
     usage,
 )
 from inferlab_bench.case.aiperf_log import failure_reason
-from inferlab_bench.case.aiperf_plugin.hook import WIRE_START_ENV_VAR
+from inferlab_bench.case.aiperf_plugin import switches
 from inferlab_bench.case.aiperf_plugin.schedule import read_schedule
+from inferlab_bench.case.aiperf_plugin.switches import WIRE_START_ENV_VAR
 from inferlab_bench.case.engine import EngineOutcome, EngineRun, LoadEngine
 from inferlab_bench.case.local import LocalEngine
 from inferlab_bench.case.records import CaseRecords, read_json_file, read_records
@@ -226,6 +227,7 @@ def _write_plan(
         timeout_seconds=case.remaining(),
         reset_after_warmup=reset_after_warmup,
         record_schedule=record_schedule,
+        our_plugins=case.engine.hosts_our_plugin,
     )
     config_path = case.write_json(AIPERF_CONFIG_FILE, "config", plan.config)
     case.write_json(REQUEST_BODY_FILE, "request_body", plan.body.as_json())
@@ -300,8 +302,8 @@ def _choose_connections(case: _Case) -> dict[str, str]:
     shape = case.request.case.load_shape
     concurrency = shape.concurrency if isinstance(shape, ConcurrencyLimited) else None
     if case.engine.hosts_our_plugin:
-        choice = connections.with_preconnect(choice, case.request.endpoint.base_url, concurrency)
-        choice = connections.with_wire_start(choice)
+        choice = switches.with_preconnect(choice, case.request.endpoint.base_url, concurrency)
+        choice = switches.with_wire_start(choice)
     case.write_json("connections.json", "config", choice.as_json())
     case.aiperf_env = dict(choice.env)
     return dict(choice.env)

@@ -4,7 +4,9 @@ A thread reads, every ``interval`` seconds, the CPU time (user + system) of ever
 AIPerf's process group (our runner starts it as a group leader, so its workers and services
 are all in it) and the host's ``procs_running`` from /proc/stat. The samples are timestamped on
 the wall clock, as AIPerf's records are, so the validity checks can cut out the load window.
-Linux only; elsewhere nothing is sampled and the figures are unknown.
+Linux only; elsewhere nothing is sampled and the figures are unknown. It only measures:
+what we change in AIPerf (its bookkeeping's priority among it) is ``aiperf_plugin``'s, called
+through ``on_scan``.
 """
 
 from __future__ import annotations
@@ -12,14 +14,13 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
-import re
 import socket
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 DEFAULT_INTERVAL_SECONDS = 0.2
 RESCAN_EVERY = 5
@@ -28,17 +29,6 @@ between only the known ones are read. A scan costs 1.5-3.5 ms of CPU on 2 cores,
 ``perf sched`` showed it holding a core a server on the same host had just been woken on
 (up to 2.4 ms of that server's wait, 2026-12-06)."""
 PROC = Path("/proc")
-BOOKKEEPING_NICE = 10
-BOOKKEEPING_SERVICES = ("records_manager", "record_processor", "dataset_manager", "worker_manager")
-"""AIPerf services off the timing path: they handle records and datasets after the fact.
-The sender (worker), the credit issuer (timing_manager) and the message router
-(system_controller) keep their priority."""
-BookkeepingPolicy = Literal["equal", "nice", "idle"]
-"""How AIPerf's bookkeeping services yield to its sender: not at all, ``nice`` +10, or
-``nice`` +10 under ``SCHED_IDLE`` (a core only when nothing else wants it)."""
-SHARED_HOST_CORES = 4
-"""At most this many cores: AIPerf's sender, its credit issuer and a server on the same host
-already want most of them, so under a light load bookkeeping gets only what is left."""
 _TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -53,12 +43,9 @@ class UsageSeries:
     """Host-wide tasks running or waiting for a core, this sampler's own thread excluded."""
     processes: int = 0
     """Distinct processes seen in the group."""
-    niced: tuple[str, ...] = ()
-    """AIPerf services whose priority was lowered while the load ran (see ``policy``)."""
     host_cores: int = field(default_factory=lambda: os.cpu_count() or 1)
-    policy: BookkeepingPolicy = "equal"
-    niced_threads: int = 0
-    """Threads of those services lowered (every one of each: its ZeroMQ I/O thread too)."""
+    niced: dict[str, Any] = field(default_factory=dict)
+    """What was lowered in AIPerf while the load ran (``aiperf_plugin.priorities``)."""
     autogroup: str | None = None
     """The scheduler autogroup AIPerf ran in (``/autogroup-42``, ``/`` the root group; None:
     a kernel without autogroups)."""
@@ -74,30 +61,11 @@ class UsageSeries:
                 "caller": self.caller_autogroup,
             },
             "processes": self.processes,
-            "niced": {
-                "policy": self.policy,
-                "services": list(self.niced),
-                "nice": 0 if self.policy == "equal" else BOOKKEEPING_NICE,
-                "scheduler": "SCHED_IDLE" if self.policy == "idle" else "SCHED_OTHER",
-                "threads": self.niced_threads,
-            },
+            "niced": self.niced,
             "time_ns": list(self.time_ns),
             "cpu_seconds": list(self.cpu_seconds),
             "runnable": list(self.runnable),
         }
-
-
-def choose_bookkeeping(cores: int, concurrency: int | None) -> BookkeepingPolicy:
-    """The bookkeeping policy for a load of ``concurrency`` (None: a rate) on ``cores``.
-
-    A request's send coincides with the previous request's record going through AIPerf's
-    record processor and records manager. On a small host (``SHARED_HOST_CORES``) under a
-    light concurrency load (at most two requests per core) they run ``idle``: only on a
-    core nothing else wants. Under heavier or rate loads they keep ``nice`` +10, since
-    ``idle`` cost about 0.7% of achieved throughput at c=16 on 2 cores (docs/case.md).
-    """
-    light = concurrency is not None and concurrency <= 2 * cores
-    return "idle" if cores <= SHARED_HOST_CORES and light else "nice"
 
 
 def group_cpu_seconds(
@@ -188,26 +156,16 @@ def _stat_fields(path: Path) -> list[str] | None:
     return text[close + 2 :].decode().split() if close >= 0 else None
 
 
-def service_title(pid: int, proc: Path = PROC) -> str | None:
-    """The AIPerf service a process runs (``aiperf record_processor_1a2b3c4d`` -> its name)."""
-    try:
-        cmdline = (proc / str(pid) / "cmdline").read_bytes()
-    except OSError:
-        return None
-    found = _TITLE.match(cmdline.replace(b"\0", b" ").decode(errors="replace").strip())
-    return found.group(1) if found else None
-
-
-_TITLE = re.compile(r"aiperf (\w+?)(?:_[0-9a-f]{4,})?(?:\s|$)")
+ScanHook = Callable[[Iterable[int]], None]
+"""Called from the sampler's thread after each scan with every process of the group seen."""
 
 
 class UsageSampler:
     """Samples a process group's CPU time and the run queue in a thread until ``stop``.
 
-    Unless ``policy`` is ``equal``, each AIPerf bookkeeping service (``BOOKKEEPING_SERVICES``)
-    is lowered as ``policy`` says as soon as it has named itself: on a machine shared with
-    the server, work on finished records then waits for the server and the sender instead
-    of delaying the next request.
+    ``on_scan`` is called after each full scan of /proc (new processes show up only in one)
+    with the group's processes; ``nice``: the sampler thread's own nice (it runs beside the
+    load it measures).
     """
 
     def __init__(
@@ -215,15 +173,13 @@ class UsageSampler:
         group: int,
         interval: float = DEFAULT_INTERVAL_SECONDS,
         *,
-        policy: BookkeepingPolicy = "equal",
+        on_scan: ScanHook | None = None,
+        nice: int = 0,
     ) -> None:
         self._group = group
-        self._policy: BookkeepingPolicy = policy
-        self._judged: set[int] = set()
-        self._niced: list[str] = []
+        self._on_scan = on_scan
+        self._nice = nice
         self._samples = 0
-        self._lowered: set[int] = set()  # bookkeeping processes whose threads are lowered
-        self._lowered_threads: set[int] = set()
         self._autogroup: str | None = None
         self._interval = interval
         self._stop = threading.Event()
@@ -253,16 +209,13 @@ class UsageSampler:
             tuple(self._cpu),
             tuple(self._runnable),
             processes=len(self._seen),
-            niced=tuple(sorted(set(self._niced))),
-            policy=self._policy,
-            niced_threads=len(self._lowered_threads),
             autogroup=self._autogroup,
         )
 
     def _loop(self) -> None:
-        if self._policy != "equal":  # this thread is bookkeeping too
+        if self._nice:
             with contextlib.suppress(OSError):
-                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BOOKKEEPING_NICE)
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self._nice)
         while True:
             self._sample()
             if self._stop.wait(self._interval):
@@ -275,47 +228,10 @@ class UsageSampler:
         self._samples += 1
         known = None if scan else list(self._seen)
         cpu = group_cpu_seconds(self._group, self._seen, known=known)
-        if self._policy != "equal" and scan:  # new processes and threads show up in a scan
-            self._lower_bookkeeping()
+        if scan and self._on_scan is not None:
+            self._on_scan(list(self._seen))
         if running is None:
             return
         self._times.append(time.time_ns())
         self._cpu.append(cpu)
         self._runnable.append(max(0, running - 1))
-
-    def _lower_bookkeeping(self) -> None:
-        for pid in self._seen.keys() - self._judged:
-            title = service_title(pid)
-            if title is None or title == "system_controller" and pid != self._group:
-                continue  # a child not yet renamed after its fork: judge it next time
-            self._judged.add(pid)
-            if title in BOOKKEEPING_SERVICES:
-                self._lowered.add(pid)
-                self._niced.append(title)
-        for pid in list(self._lowered):
-            self._lower_threads(pid)
-
-    def _lower_threads(self, pid: int) -> None:
-        """Every thread of ``pid`` not yet lowered: nice and the scheduler policy are per
-        thread on Linux, and ZeroMQ's I/O thread (which wakes on every record) or a thread
-        started later would otherwise keep the default priority."""
-        try:
-            threads = [int(t) for t in os.listdir(PROC / str(pid) / "task")]
-        except OSError:
-            self._lowered.discard(pid)  # it has exited
-            return
-        for tid in threads:
-            if tid in self._lowered_threads:
-                continue
-            try:
-                _lower(tid, self._policy)
-            except OSError:
-                continue
-            self._lowered_threads.add(tid)
-
-
-def _lower(tid: int, policy: BookkeepingPolicy) -> None:
-    """One thread (Linux applies both calls to the thread whose id is given)."""
-    if policy == "idle":  # allowed without privileges for one's own processes
-        os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
-    os.setpriority(os.PRIO_PROCESS, tid, BOOKKEEPING_NICE)

@@ -13,10 +13,11 @@ import jsonschema
 import pytest
 from pydantic import ValidationError
 
-from inferlab_bench.case.aiperf_config import (
+from inferlab_bench.case.aiperf_config import build_plan, build_request_body
+from inferlab_bench.case.aiperf_plugin.switches import (
+    CREDIT_WAIT_TIMING_MODE,
     RESET_AFTER_WARMUP_TIMING_MODE,
-    build_plan,
-    build_request_body,
+    TRANSPORT,
 )
 from inferlab_bench.errors import ConfigurationError
 from tests.case.support import make_request
@@ -186,3 +187,24 @@ def test_reset_after_warmup_selects_our_registered_timing_strategy(tmp_path: Pat
     with pytest.raises(jsonschema.ValidationError):
         _validator().validate(config)
     _validator((RESET_AFTER_WARMUP_TIMING_MODE,)).validate(copy.deepcopy(config))
+
+
+def test_our_plugins_are_named_where_they_run_and_nowhere_else(tmp_path: Path) -> None:
+    """Where our plugins are installed (a local run) the config names our profiling strategy
+    and our transport; elsewhere (a dry run for another engine) AIPerf's built-ins run."""
+    from aiperf.plugin.enums import TimingMode, TransportType
+
+    request = make_request(port=8000, artifact_dir=tmp_path, population=POPULATION, warmup=2)
+    ours = build_plan(request, aiperf_dir=tmp_path, timeout_seconds=9.0, our_plugins=True).config
+    assert ours["benchmark"]["profiling"]["timingMode"] == CREDIT_WAIT_TIMING_MODE
+    assert ours["benchmark"]["endpoint"]["transport"] == TRANSPORT
+    assert "timingMode" not in ours["benchmark"]["warmup"]  # AIPerf ignores it there
+    plain = build_plan(request, aiperf_dir=tmp_path, timeout_seconds=9.0).config
+    assert "timingMode" not in plain["benchmark"]["profiling"]
+    assert "transport" not in plain["benchmark"]["endpoint"]
+    # Registered under our own names, beside AIPerf's built-ins (which stay as shipped).
+    assert {CREDIT_WAIT_TIMING_MODE, "request_rate"} <= {str(m) for m in TimingMode}
+    assert {TRANSPORT, "http"} <= {str(t) for t in TransportType}
+    schema = _validator((CREDIT_WAIT_TIMING_MODE,))
+    schema.schema["$defs"]["TransportType"]["enum"].append(TRANSPORT)
+    schema.validate(copy.deepcopy(ours))

@@ -5,15 +5,18 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from inferlab_bench.case.aiperf_plugin.hook import PRECONNECT_ENV_VAR, WIRE_START_ENV_VAR
+from inferlab_bench.case.aiperf_plugin.switches import (
+    PRECONNECT_ENV_VAR,
+    PRECONNECT_MAX,
+    WIRE_START_ENV_VAR,
+    with_preconnect,
+    with_wire_start,
+)
 from inferlab_bench.case.connections import (
     CLOSE_ENV,
-    PRECONNECT_MAX,
     ConnectionPolicy,
     choose,
     parse_option,
-    with_preconnect,
-    with_wire_start,
 )
 from inferlab_bench.errors import ConfigurationError
 from inferlab_bench.simulator import SimulatorConfig, running_simulator

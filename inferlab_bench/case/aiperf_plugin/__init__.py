@@ -1,1 +1,1 @@
-"""AIPerf plugin registry of inferlab-bench: credit-waiting and reset-after-warmup strategies."""
+"""What we change in AIPerf: switches, strategy, transport, schedule, hook and priorities."""

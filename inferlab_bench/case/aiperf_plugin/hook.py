@@ -12,14 +12,6 @@ from inferlab_bench.case.reset import ResetTarget
 
 ENV_VAR = "INFERLAB_AIPERF_PLUGIN"
 """JSON of ``HookSettings``, set by our runner for the ``aiperf profile`` subprocess."""
-CREDIT_WAIT_ENV_VAR = "INFERLAB_CREDIT_WAIT"
-"""``1``: our request_rate strategy sleeps until a credit returns instead of spinning."""
-PRECONNECT_ENV_VAR = "INFERLAB_PRECONNECT"
-"""JSON ``{"url": <GET target>, "connections": n}``: our transport opens n connections at
-start-up (``transport.PreconnectedTransport``); set by the case stage."""
-WIRE_START_ENV_VAR = "INFERLAB_WIRE_START"
-"""``1``: our transport takes a request's start when its bytes go to the socket, not before
-aiohttp's own work (``transport.start_at_first_byte``); set by the case stage."""
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from aiperf.common.enums import CreditPhase
 from aiperf.plugin.enums import ArrivalPattern
 from aiperf.timing.strategies.request_rate import RequestRateStrategy
 
-from inferlab_bench.case.aiperf_plugin.hook import CREDIT_WAIT_ENV_VAR, ENV_VAR, HookSettings
+from inferlab_bench.case.aiperf_plugin.hook import ENV_VAR, HookSettings
 from inferlab_bench.case.aiperf_plugin.schedule import IntervalRecorder, write_schedule
 from inferlab_bench.case.reset import raise_unless_ok, reset_all_async, write_evidence
 from inferlab_bench.case.server_metrics import scrape_async, write_scrape
@@ -44,9 +44,8 @@ class CreditWaitStrategy(RequestRateStrategy):  # type: ignore[misc]
 
     The wait is taken only where those are the only ways a slot frees: a concurrency-burst
     phase without a concurrency ramp and without a prefill limit (both free capacity
-    without a return). Anything else, and every run whose environment does not set
-    ``INFERLAB_CREDIT_WAIT=1`` (a plain ``aiperf profile`` beside our package), keeps
-    AIPerf's own loop unchanged.
+    without a return). Anything else keeps AIPerf's own loop unchanged. AIPerf runs it for
+    a phase whose config names it (``timingMode: inferlab_credit_wait``).
     """
 
     def __init__(self, **kwargs: Any) -> None:
@@ -55,8 +54,7 @@ class CreditWaitStrategy(RequestRateStrategy):  # type: ignore[misc]
         self._continuation_turns = _WakingQueue(self._credit_back)
         config = self._config
         self._waits_for_credits = (
-            os.environ.get(CREDIT_WAIT_ENV_VAR) == "1"
-            and config.arrival_pattern == ArrivalPattern.CONCURRENCY_BURST
+            config.arrival_pattern == ArrivalPattern.CONCURRENCY_BURST
             and not config.concurrency_ramp_duration_sec
             and config.prefill_concurrency is None
         )

@@ -6,7 +6,7 @@ aiohttp's first-use work (1-5 ms on loopback, measured) land in that request's T
 concurrency ``c`` the first ``c`` requests of the run pay it: 4 of 32 at c=4, which is
 the p90. ``PreconnectedTransport`` opens ``connections`` of them at start-up with
 ``GET /v1/models`` (any answer leaves a keep-alive connection in the pool), so every
-measured request finds one waiting. Without ``INFERLAB_PRECONNECT`` it is AIPerf's own.
+measured request finds one waiting. Without ``INFERLAB_PRECONNECT`` it opens none ahead.
 
 AIPerf stamps a request's start before it hands the request to aiohttp, whose own work
 (session, headers, a task hop before the body is written: 0.2-0.3 ms at p50 on 2 cores,
@@ -28,7 +28,7 @@ import orjson
 from aiperf.common.hooks import on_init, on_stop
 from aiperf.transports.aiohttp_transport import AioHttpTransport
 
-from inferlab_bench.case.aiperf_plugin.hook import PRECONNECT_ENV_VAR, WIRE_START_ENV_VAR
+from inferlab_bench.case.aiperf_plugin.switches import PRECONNECT_ENV_VAR, WIRE_START_ENV_VAR
 
 PRECONNECT_TIMEOUT_SECONDS = 5.0
 

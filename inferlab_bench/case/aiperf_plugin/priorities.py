@@ -1,0 +1,128 @@
+"""AIPerf's bookkeeping services lowered in priority while the load runs (from outside AIPerf).
+
+A request's send coincides with the previous request's record going through AIPerf's record
+processor and records manager; on a host shared with the server they then hold a core the
+server or the sender wants. Each bookkeeping service (``BOOKKEEPING_SERVICES``) is found by
+its process title once it has named itself, and every one of its threads is lowered as the
+policy says. The runner hands ``BookkeepingPriorities.lower_new`` to the usage sampler, which
+calls it after each scan of the process group (docs/case.md, "What we change in AIPerf").
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+PROC = Path("/proc")
+BOOKKEEPING_NICE = 10
+BOOKKEEPING_SERVICES = ("records_manager", "record_processor", "dataset_manager", "worker_manager")
+"""AIPerf services off the timing path: they handle records and datasets after the fact.
+The sender (worker), the credit issuer (timing_manager) and the message router
+(system_controller) keep their priority."""
+BookkeepingPolicy = Literal["equal", "nice", "idle"]
+"""How AIPerf's bookkeeping services yield to its sender: not at all, ``nice`` +10, or
+``nice`` +10 under ``SCHED_IDLE`` (a core only when nothing else wants it)."""
+SHARED_HOST_CORES = 4
+"""At most this many cores: AIPerf's sender, its credit issuer and a server on the same host
+already want most of them, so under a light load bookkeeping gets only what is left."""
+
+
+def choose_bookkeeping(cores: int, concurrency: int | None) -> BookkeepingPolicy:
+    """The bookkeeping policy for a load of ``concurrency`` (None: a rate) on ``cores``.
+
+    On a small host (``SHARED_HOST_CORES``) under a light concurrency load (at most two
+    requests per core) they run ``idle``: only on a core nothing else wants. Under heavier or
+    rate loads they keep ``nice`` +10, since ``idle`` cost about 0.7% of achieved throughput
+    at c=16 on 2 cores (docs/case.md).
+    """
+    light = concurrency is not None and concurrency <= 2 * cores
+    return "idle" if cores <= SHARED_HOST_CORES and light else "nice"
+
+
+def service_title(pid: int, proc: Path = PROC) -> str | None:
+    """The AIPerf service a process runs (``aiperf record_processor_1a2b3c4d`` -> its name)."""
+    try:
+        cmdline = (proc / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return None
+    found = _TITLE.match(cmdline.replace(b"\0", b" ").decode(errors="replace").strip())
+    return found.group(1) if found else None
+
+
+_TITLE = re.compile(r"aiperf (\w+?)(?:_[0-9a-f]{4,})?(?:\s|$)")
+
+
+class BookkeepingPriorities:
+    """Lowers the bookkeeping services of AIPerf's process group ``group`` as ``policy`` says."""
+
+    def __init__(self, group: int, policy: BookkeepingPolicy) -> None:
+        self._group = group
+        self.policy: BookkeepingPolicy = policy
+        self._judged: set[int] = set()
+        self._services: list[str] = []
+        self._lowered: set[int] = set()  # bookkeeping processes whose threads are lowered
+        self._threads: set[int] = set()
+
+    @property
+    def sampler_nice(self) -> int:
+        """The nice of a thread that watches AIPerf for us (it is bookkeeping too)."""
+        return 0 if self.policy == "equal" else BOOKKEEPING_NICE
+
+    def lower_new(self, pids: Iterable[int]) -> None:
+        """Judge the group's processes not yet judged; lower every thread of each bookkeeping
+        service not yet lowered (a thread it started since is lowered too)."""
+        if self.policy == "equal":
+            return
+        for pid in set(pids) - self._judged:
+            title = service_title(pid)
+            if title is None or title == "system_controller" and pid != self._group:
+                continue  # a child not yet renamed after its fork: judge it next time
+            self._judged.add(pid)
+            if title in BOOKKEEPING_SERVICES:
+                self._lowered.add(pid)
+                self._services.append(title)
+        for pid in list(self._lowered):
+            self._lower_threads(pid)
+
+    def as_json(self) -> dict[str, Any]:
+        """What was lowered, as ``client-usage.json`` records it under ``niced``."""
+        return {
+            "policy": self.policy,
+            "services": sorted(set(self._services)),
+            "nice": 0 if self.policy == "equal" else BOOKKEEPING_NICE,
+            "scheduler": "SCHED_IDLE" if self.policy == "idle" else "SCHED_OTHER",
+            "threads": len(self._threads),
+        }
+
+    def _lower_threads(self, pid: int) -> None:
+        """Every thread of ``pid`` not yet lowered: nice and the scheduler policy are per
+        thread on Linux, and ZeroMQ's I/O thread (which wakes on every record) or a thread
+        started later would otherwise keep the default priority."""
+        try:
+            threads = [int(t) for t in os.listdir(PROC / str(pid) / "task")]
+        except OSError:
+            self._lowered.discard(pid)  # it has exited
+            return
+        for tid in threads:
+            if tid in self._threads:
+                continue
+            try:
+                _lower(tid, self.policy)
+            except OSError:
+                continue
+            self._threads.add(tid)
+
+
+def equal_json() -> dict[str, Any]:
+    """``niced`` of a run whose bookkeeping kept its priority."""
+    return BookkeepingPriorities(0, "equal").as_json()
+
+
+def _lower(tid: int, policy: BookkeepingPolicy) -> None:
+    """One thread (Linux applies both calls to the thread whose id is given)."""
+    if policy == "idle":  # allowed without privileges for one's own processes
+        os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+    os.setpriority(os.PRIO_PROCESS, tid, BOOKKEEPING_NICE)
