@@ -1,0 +1,452 @@
+"""Every judgment scored against known truth: controlled conditions against the simulator.
+
+Each run is an ordinary ``inferlab-bench run`` against ``inferlab-bench simulate`` (its own
+process, ground truth on), under one condition whose true answer is known or measured:
+
+- null: the same server, nothing done to it (quiet, or loaded by whatever else runs here);
+- client-side: a CPU hog on every core; AIPerf's process group braked by a duty-cycled
+  SIGSTOP/SIGCONT (a known share of every period frozen); a rate too high for 2 cores;
+- server-side: twice the decode time; a queue (fewer running sequences than in flight); a
+  prefix cache left warm (the server's reset does nothing and the prompts were sent before).
+
+Per run, the truth is every AIPerf record joined to the server's record by X-Request-ID:
+the client-added latency (client minus server, over the same requests) of TTFT, ITL and E2E
+at p50 and p90, the achieved arrival rate at the server against the plan, the concurrency
+the server held, the cached tokens the first wave found. Each judgment is scored against the
+tolerance it states (``TOLERANCES`` below): a confusion table per verdict, then its false-alarm
+and miss rates with counts. Repeated runs of one condition are also compared with each other
+(``compare``'s Welch test with Holm's correction, ``reproduce``'s bootstrap) to count
+beyond-noise calls of null differences, and against the slower server to count detections.
+
+    python benchmarks/calibrate.py            # every condition (about 25 min on 2 cores)
+    python benchmarks/calibrate.py --quick    # three short runs (the test's mode)
+    python benchmarks/calibrate.py --json out.json   # also every run's figures
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from inferlab_bench.publish.verdict import Side, judge_case
+from inferlab_bench.runs.demo import TOKENIZER_DIR
+from inferlab_bench.validity.truth import (
+    CLIENT_TOLERANCE,
+    TruthRow,
+    client_distortion,
+    truth_rows,
+)
+from inferlab_bench.validity.trials import compare_trials
+
+MODEL = "sim"
+# A server slow enough to look like a GPU: TTFT ~60 ms, ITL ~15 ms, 32 output tokens.
+SERVER = ["--prefill-base-ms", "40", "--prefill-ms-per-token", "0.1", "--decode-base-ms", "15"]
+INPUT_TOKENS, OUTPUT_TOKENS = 200, 32
+RATE_TOLERANCE = 0.05
+"""load_generator_kept_up protects: arrivals at the server within 5% of the planned rate
+(rate shapes), at least 90% of the asked concurrency held at the server (concurrency)."""
+HELD_TOLERANCE = 0.9
+
+
+@dataclass(frozen=True)
+class Condition:
+    name: str
+    kind: str  # null | client | server
+    load: tuple[str, ...]
+    requests: int
+    repeats: int
+    impairment: str = "none"  # none | hog | brake | hog+brake
+    server: tuple[str, ...] = ()
+    reset: bool = False
+    prewarm: bool = False
+
+
+def conditions(quick: bool) -> list[Condition]:
+    c4 = ("--concurrency", "4")
+    if quick:
+        return [
+            Condition("null c=4", "null", c4, 24, 1),
+            Condition("brake 40% c=4", "client", c4, 24, 1, "brake"),
+            Condition("2x decode c=4", "server", c4, 24, 1, server=("--decode-base-ms", "30")),
+        ]
+    p20 = ("--rate", "20")
+    return [
+        Condition("null c=4", "null", c4, 48, 6),
+        Condition("null poisson 20/s", "null", p20, 80, 3),
+        Condition("CPU hog c=4", "client", c4, 48, 4, "hog"),
+        Condition("brake 40% c=4", "client", c4, 48, 3, "brake"),
+        Condition("brake 40% poisson 20/s", "client", p20, 80, 2, "brake"),
+        Condition("hog poisson 250/s", "client", ("--rate", "250"), 400, 2, "hog"),
+        Condition("2x decode c=4", "server", c4, 48, 3, server=("--decode-base-ms", "30")),
+        Condition("queue c=8 on 2 seqs", "server", ("--concurrency", "8"), 48, 2,
+                  server=("--max-num-seqs", "2")),
+        Condition("cold cache c=4", "null", c4, 48, 2, reset=True, prewarm=True),
+        Condition("warm cache c=4", "server", c4, 48, 2, server=("--reset-noop",), reset=True,
+                  prewarm=True),
+    ]
+
+
+@dataclass
+class Run:
+    condition: str
+    kind: str
+    load_1min: float
+    seconds: float
+    verdicts: dict[str, str]
+    checks: dict[str, str]
+    truth: dict[str, Any]
+    true_state: dict[str, bool]
+    runnable_per_core: float | None
+    metrics: dict[str, float] = field(repr=False, default_factory=dict)
+    samples: dict[str, list[float]] = field(repr=False, default_factory=dict)
+
+
+class Simulator:
+    """``inferlab-bench simulate`` in its own process, its ground truth read per run."""
+
+    def __init__(self, workdir: Path, extra: tuple[str, ...]) -> None:
+        self.truth = workdir / "truth.jsonl"
+        command = [sys.executable, "-m", "inferlab_bench", "simulate", "--port", "0"]
+        command += ["--tokenizer", TOKENIZER_DIR, "--ground-truth", str(self.truth)]
+        command += ["--model", MODEL, "--reset-endpoint", "vllm", *SERVER, *extra]
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            if found := re.search(r"http://127\.0\.0\.1:\d+", line):
+                self.url = found.group(0)
+                threading.Thread(target=self._drain, daemon=True).start()
+                return
+        raise SystemExit("the simulator did not start")
+
+    def _drain(self) -> None:
+        assert self.process.stdout is not None
+        for _ in self.process.stdout:
+            pass
+
+    def offset(self) -> int:
+        return len(self.truth.read_bytes().splitlines()) if self.truth.exists() else 0
+
+    def rows_since(self, offset: int) -> list[dict[str, Any]]:
+        lines = self.truth.read_bytes().splitlines()[offset:]
+        return [r for r in map(orjson.loads, filter(None, lines)) if r.get("kind") == "request"]
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def hog(active: bool) -> Iterator[None]:
+    """One busy process per core while the block runs."""
+    procs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range(os.cpu_count() or 1)
+    ] if active else []
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+class Brake(threading.Thread):
+    """Freeze AIPerf's process group for ``share`` of every ``period`` s (SIGSTOP/SIGCONT)."""
+
+    def __init__(self, parent: int, share: float = 0.4, period: float = 0.1) -> None:
+        super().__init__(daemon=True)
+        self.parent, self.share, self.period = parent, share, period
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        group = None
+        while not self.done.is_set():
+            group = group or aiperf_group(self.parent)
+            if group is None:
+                time.sleep(0.05)
+                continue
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGSTOP)
+                time.sleep(self.share * self.period)
+                os.killpg(group, signal.SIGCONT)
+            time.sleep((1 - self.share) * self.period)
+        if group is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGCONT)
+
+
+def aiperf_group(parent: int) -> int | None:
+    """The process group of the AIPerf child of ``parent`` (its own group), once started."""
+    own = os.getpgid(parent)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(stat[1]) == parent and int(stat[2]) != own:
+                return int(stat[2])
+    return None
+
+
+def run_case(
+    sim: Simulator, condition: Condition, out: Path, impair: bool = True
+) -> tuple[Path, list[dict[str, Any]], float]:
+    command = [sys.executable, "-m", "inferlab_bench", "run", "--url", sim.url, "--model", MODEL]
+    command += ["--tokenizer", TOKENIZER_DIR, "--random-input-tokens", str(INPUT_TOKENS)]
+    command += ["--random-output-tokens", str(OUTPUT_TOKENS), *condition.load]
+    command += ["--requests", str(condition.requests), "--out", str(out), "--json"]
+    if condition.reset:
+        command += ["--reset-prefix-cache", "vllm"]
+    offset = sim.offset()
+    started = time.monotonic()
+    with hog(impair and "hog" in condition.impairment):
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        brake = Brake(proc.pid) if impair and "brake" in condition.impairment else None
+        if brake:
+            brake.start()
+        _, err = proc.communicate()
+        if brake:
+            brake.done.set()
+            brake.join()
+    if not (out / "validity.json").is_file():
+        raise SystemExit(f"{condition.name}: the run wrote no validity.json\n{err[-2000:]!r}")
+    time.sleep(0.2)
+    return out, sim.rows_since(offset), time.monotonic() - started
+
+
+def score(condition: Condition, out: Path, server: list[dict[str, Any]], seconds: float) -> Run:
+    validity = json.loads((out / "validity.json").read_text())
+    result = json.loads((out / "result.json").read_text())
+    client = [
+        r for r in map(orjson.loads, (out / "aiperf" / "profile.jsonl").read_bytes().splitlines())
+        if r["metadata"]["benchmark_phase"] == "profiling"
+    ]
+    rows = truth_rows(client, server)
+    distortion = client_distortion(rows)
+    load = load_truth(condition, rows, validity)
+    cache = cache_truth(rows, condition)
+    cost = validity.get("client_cost") or {}
+    checks = {c["name"]: c["verdict"] for part in ("client_cost", "dispatch")
+              for c in (validity.get(part) or {}).get("checks", [])}
+    truth = {**distortion.figures(), **load, "first_wave_cached_tokens": cache}
+    true_state = {
+        "client_cost_low": distortion.beyond_tolerance,
+        "load_generator_kept_up": load["beyond_tolerance"],
+        "cache_cold": cache > 0,
+        "requests_succeeded": any(r.status != 200 for r in rows) or len(rows) < len(client),
+    }
+    true_state["verdict"] = any(true_state.values())
+    return Run(
+        condition=condition.name,
+        kind=condition.kind,
+        load_1min=os.getloadavg()[0],
+        seconds=seconds,
+        verdicts={**validity["verdicts"], "verdict": validity["verdict"]},
+        checks=checks,
+        truth=truth,
+        true_state=true_state,
+        runnable_per_core=cost.get("runnable_per_core"),
+        metrics=result.get("metrics") or {},
+        samples={
+            "ttft_ms": [r.client_ttft_ms for r in rows],
+            "tpot_ms": [r.client_itl_ms for r in rows],
+            "request_latency_ms": [r.client_e2e_ms for r in rows],
+        },
+    )
+
+
+def load_truth(condition: Condition, rows: list[TruthRow], validity: dict[str, Any]) -> dict[str, Any]:
+    """What the server saw of the load: its arrival rate against the plan, or the concurrency held."""
+    arrivals = np.sort([r.arrival_ns for r in rows]).astype(np.float64)
+    ends = np.asarray([r.end_ns for r in rows], dtype=np.float64)
+    if "--rate" in condition.load:
+        planned = float(condition.load[condition.load.index("--rate") + 1])
+        achieved = (len(arrivals) - 1) / ((arrivals[-1] - arrivals[0]) / 1e9)
+        # The rate's own sampling error (CV 1 / sqrt(n - 1), 3 sigmas) is no distortion.
+        band = max(RATE_TOLERANCE, 3.0 / np.sqrt(len(arrivals) - 1))
+        error = achieved / planned - 1.0
+        return {"server_rate": achieved, "rate_error": error, "beyond_tolerance": abs(error) > band}
+    asked = int(condition.load[condition.load.index("--concurrency") + 1])
+    starts = np.asarray([r.arrival_ns for r in rows], dtype=np.float64)
+    lo, hi = arrivals[asked - 1], arrivals[-1]
+    overlap = np.clip(np.minimum(ends, hi) - np.maximum(starts, lo), 0, None)
+    held = float(overlap.sum() / (hi - lo)) / asked
+    return {"server_held_ratio": held, "beyond_tolerance": held < HELD_TOLERANCE}
+
+
+def cache_truth(rows: list[TruthRow], condition: Condition) -> int:
+    """Cached prompt tokens the first wave found (after a reset that worked: none)."""
+    if not condition.reset:
+        return 0
+    wave = int(condition.load[condition.load.index("--concurrency") + 1])
+    first = sorted(rows, key=lambda r: r.arrival_ns)[:wave]
+    return sum(r.cached_tokens for r in first)
+
+
+JUDGMENTS = ("client_cost_low", "load_generator_kept_up", "cache_cold", "requests_succeeded",
+             "verdict")
+
+
+def rule_before(run: Run) -> str:
+    """client_cost_low as judged until this calibration: also failing on the run queue."""
+    verdict = run.verdicts.get("client_cost_low", "absent")
+    if verdict == "pass" and (run.runnable_per_core or 0.0) > 1.0:
+        return "fail"
+    return verdict
+
+
+def confusion(runs: list[Run], judgment: str, before: bool = False) -> list[str]:
+    lines = [f"{judgment}{' (rule before calibration)' if before else ''}",
+             f"  {'condition':<26}{'load1':>6}  {'true state':<12}verdict"]
+    alarms = misses = nulls = positives = 0
+    for run in runs:
+        if judgment == "client_cost_low" and before:
+            said = rule_before(run)
+        else:
+            said = run.verdicts.get(judgment, "absent")
+        bad = run.true_state[judgment]
+        lines.append(f"  {run.condition:<26}{run.load_1min:>6.2f}  "
+                     f"{'distorted' if bad else 'within tol':<12}{said}")
+        if said not in ("pass", "fail"):
+            continue
+        if bad:
+            positives += 1
+            misses += said == "pass"
+        else:
+            nulls += 1
+            alarms += said == "fail"
+    lines.append(f"  false alarms {alarms}/{nulls} ({_rate(alarms, nulls)}), "
+                 f"misses {misses}/{positives} ({_rate(misses, positives)})")
+    return lines
+
+
+def _rate(k: int, n: int) -> str:
+    return "n/a" if n == 0 else f"{k / n:.0%}"
+
+
+def noise_calls(runs: list[Run]) -> list[str]:
+    """Null pairs and 2x-decode pairs through compare's and reproduce's tests."""
+    by = {}
+    for run in runs:
+        by.setdefault(run.condition, []).append(run)
+    lines = ["beyond noise (null: repeated runs of one condition; alt: 2x decode vs null)"]
+    null_calls = null_total = 0
+    for name, group in by.items():
+        if by[name][0].kind != "null" or len(group) < 2:
+            continue
+        for a, b in itertools.combinations(group, 2):
+            calls, total = reproduce_calls(a, b)
+            null_calls, null_total = null_calls + calls, null_total + total
+        if len(group) >= 4:
+            half = len(group) // 2
+            noise = compare_trials([r.metrics for r in group[:half]],
+                                   [r.metrics for r in group[half:2 * half]])
+            beyond = sum(n.noise == "beyond_noise" for n in noise)
+            lines.append(f"  compare {name}: {half} vs {half} trials, beyond noise "
+                         f"{beyond}/{len(noise)} metrics")
+    lines.append(f"  reproduce, null pairs: faster/slower in {null_calls}/{null_total} "
+                 f"metric comparisons ({_rate(null_calls, null_total)})")
+    slow = by.get("2x decode c=4", [])
+    base = by.get("null c=4", [])
+    hits = total = 0
+    for a, b in itertools.product(base[:2], slow):
+        verdict = judge_case("c=4", side(a), side(b))
+        for metric in ("p50_tpot_ms", "p90_tpot_ms", "p50_request_latency_ms"):
+            total += 1
+            hits += verdict.of(metric).verdict == "slower"  # type: ignore[union-attr]
+    lines.append(f"  reproduce, 2x decode: slower in {hits}/{total} TPOT/E2E comparisons")
+    return lines
+
+
+def side(run: Run) -> Side:
+    samples = {k: np.asarray(v, dtype=np.float64) for k, v in run.samples.items()}
+    return Side(metrics=(run.metrics,), samples=(samples,))
+
+
+def reproduce_calls(a: Run, b: Run) -> tuple[int, int]:
+    verdict = judge_case("null", side(a), side(b))
+    judged = [m for m in verdict.metrics if m.verdict != "not comparable"]
+    return sum(m.verdict in ("faster", "slower") for m in judged), len(judged)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="three short runs")
+    parser.add_argument("--json", type=Path, help="write every run's figures here")
+    parser.add_argument("--only", nargs="+", help="run only conditions whose name has these words")
+    parser.add_argument("--keep", type=Path, help="keep every run's folder here")
+    args = parser.parse_args()
+    chosen = [c for c in conditions(args.quick)
+              if not args.only or any(w in c.name for w in args.only)]
+    runs: list[Run] = []
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="calibrate-") as scratch:
+        tmp = args.keep or Path(scratch)
+        for i, condition in enumerate(chosen):
+            work = Path(tmp) / f"cond-{i}"
+            work.mkdir(parents=True)
+            sim = Simulator(work, condition.server)
+            try:
+                if condition.prewarm:
+                    run_case(sim, condition, work / "prewarm", impair=False)
+                for k in range(condition.repeats):
+                    out, server, seconds = run_case(sim, condition, work / f"run-{k}")
+                    runs.append(score(condition, out, server, seconds))
+                    print(f"done: {condition.name} #{k + 1} ({seconds:.0f} s, "
+                          f"load {runs[-1].load_1min:.2f})", file=sys.stderr, flush=True)
+            finally:
+                sim.stop()
+    print(report(runs, time.monotonic() - began))
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) for r in runs], indent=1))
+
+
+def report(runs: list[Run], seconds: float) -> str:
+    tol = CLIENT_TOLERANCE
+    lines = [
+        f"calibration {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: {len(runs)} runs, "
+        f"{seconds / 60:.1f} min, {os.cpu_count()} cores",
+        f"tolerances: client-added TTFT/E2E p50,p90 <= max({tol.floor_ms:g} ms, "
+        f"{tol.relative:.0%}), ITL p50,p90 <= max({tol.itl_floor_ms:g} ms, {tol.relative:.0%}); "
+        f"server arrival rate within max(5%, 3/sqrt(n-1)); held concurrency >= 90%; "
+        "no cached tokens in the first wave after a reset",
+        "",
+        f"  {'condition':<26}{'load1':>6}  {'TTFT p50/p90 +ms':>18}{'ITL p50/p90 +ms':>17}"
+        f"{'E2E p50/p90 +ms':>17}  {'rate/held':>9}  runq/core",
+    ]
+    for run in runs:
+        t = run.truth
+        dist = "".join(f"{t[f'{m}_p50_ms']:>+8.2f}/{t[f'{m}_p90_ms']:<+8.2f}"
+                       for m in ("ttft", "itl", "e2e"))
+        rate = t.get("rate_error", t.get("server_held_ratio"))
+        runq = "-" if run.runnable_per_core is None else f"{run.runnable_per_core:.2f}"
+        lines.append(f"  {run.condition:<26}{run.load_1min:>6.2f}  {dist} {rate:>+9.3f}  {runq}")
+    for judgment in JUDGMENTS:
+        lines += ["", *confusion(runs, judgment)]
+        if judgment == "client_cost_low":
+            lines += ["", *confusion(runs, judgment, before=True)]
+    lines += ["", *noise_calls(runs)]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
