@@ -88,9 +88,9 @@ def conditions(quick: bool) -> list[Condition]:
         ]
     p20 = ("--rate", "20")
     return [
-        Condition("null c=4", "null", c4, 48, 6),
+        Condition("null c=4", "null", c4, 48, 5),
         Condition("null poisson 20/s", "null", p20, 80, 3),
-        Condition("CPU hog c=4", "client", c4, 48, 4, "hog"),
+        Condition("CPU hog c=4", "client", c4, 48, 3, "hog"),
         Condition("brake 40% c=4", "client", c4, 48, 3, "brake"),
         Condition("brake 40% poisson 20/s", "client", p20, 80, 2, "brake"),
         Condition("hog poisson 250/s", "client", ("--rate", "250"), 400, 2, "hog"),
@@ -394,9 +394,21 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write every run's figures here")
     parser.add_argument("--only", nargs="+", help="run only conditions whose name has these words")
     parser.add_argument("--keep", type=Path, help="keep every run's folder here")
+    parser.add_argument(
+        "--report",
+        type=Path,
+        nargs="+",
+        help="print the tables from --json files of earlier sessions instead of running",
+    )
     args = parser.parse_args()
+    if args.report:
+        saved = [Run(**row) for path in args.report for row in json.loads(path.read_text())]
+        print(report(saved, sum(r.seconds for r in saved)))
+        return
     chosen = [c for c in conditions(args.quick)
               if not args.only or any(w in c.name for w in args.only)]
+    # A stop (SIGTERM) unwinds like Ctrl-C: the simulator and the hogs are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     runs: list[Run] = []
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="calibrate-") as scratch:
@@ -411,13 +423,13 @@ def main() -> None:
                 for k in range(condition.repeats):
                     out, server, seconds = run_case(sim, condition, work / f"run-{k}")
                     runs.append(score(condition, out, server, seconds))
+                    if args.json:  # after every run: a long session interrupted keeps its runs
+                        args.json.write_text(json.dumps([asdict(r) for r in runs], indent=1))
                     print(f"done: {condition.name} #{k + 1} ({seconds:.0f} s, "
                           f"load {runs[-1].load_1min:.2f})", file=sys.stderr, flush=True)
             finally:
                 sim.stop()
     print(report(runs, time.monotonic() - began))
-    if args.json:
-        args.json.write_text(json.dumps([asdict(r) for r in runs], indent=1))
 
 
 def report(runs: list[Run], seconds: float) -> str:
