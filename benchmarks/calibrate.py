@@ -47,13 +47,13 @@ import orjson
 
 from inferlab_bench.publish.verdict import Side, judge_case
 from inferlab_bench.runs.demo import TOKENIZER_DIR
+from inferlab_bench.validity.trials import compare_trials
 from inferlab_bench.validity.truth import (
     CLIENT_TOLERANCE,
     TruthRow,
     client_distortion,
     truth_rows,
 )
-from inferlab_bench.validity.trials import compare_trials
 
 MODEL = "sim"
 # A server slow enough to look like a GPU: TTFT ~60 ms, ITL ~15 ms, 32 output tokens.
@@ -95,11 +95,25 @@ def conditions(quick: bool) -> list[Condition]:
         Condition("brake 40% poisson 20/s", "client", p20, 80, 2, "brake"),
         Condition("hog poisson 250/s", "client", ("--rate", "250"), 400, 2, "hog"),
         Condition("2x decode c=4", "server", c4, 48, 3, server=("--decode-base-ms", "30")),
-        Condition("queue c=8 on 2 seqs", "server", ("--concurrency", "8"), 48, 2,
-                  server=("--max-num-seqs", "2")),
+        Condition(
+            "queue c=8 on 2 seqs",
+            "server",
+            ("--concurrency", "8"),
+            48,
+            2,
+            server=("--max-num-seqs", "2"),
+        ),
         Condition("cold cache c=4", "null", c4, 48, 2, reset=True, prewarm=True),
-        Condition("warm cache c=4", "server", c4, 48, 2, server=("--reset-noop",), reset=True,
-                  prewarm=True),
+        Condition(
+            "warm cache c=4",
+            "server",
+            c4,
+            48,
+            2,
+            server=("--reset-noop",),
+            reset=True,
+            prewarm=True,
+        ),
     ]
 
 
@@ -157,10 +171,14 @@ class Simulator:
 @contextlib.contextmanager
 def hog(active: bool) -> Iterator[None]:
     """One busy process per core while the block runs."""
-    procs = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"])
-        for _ in range(os.cpu_count() or 1)
-    ] if active else []
+    procs = (
+        [
+            subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for _ in range(os.cpu_count() or 1)
+        ]
+        if active
+        else []
+    )
     try:
         yield
     finally:
@@ -237,7 +255,8 @@ def score(condition: Condition, out: Path, server: list[dict[str, Any]], seconds
     validity = json.loads((out / "validity.json").read_text())
     result = json.loads((out / "result.json").read_text())
     client = [
-        r for r in map(orjson.loads, (out / "aiperf" / "profile.jsonl").read_bytes().splitlines())
+        r
+        for r in map(orjson.loads, (out / "aiperf" / "profile.jsonl").read_bytes().splitlines())
         if r["metadata"]["benchmark_phase"] == "profiling"
     ]
     rows = truth_rows(client, server)
@@ -245,8 +264,11 @@ def score(condition: Condition, out: Path, server: list[dict[str, Any]], seconds
     load = load_truth(condition, rows, validity)
     cache = cache_truth(rows, condition)
     cost = validity.get("client_cost") or {}
-    checks = {c["name"]: c["verdict"] for part in ("client_cost", "dispatch")
-              for c in (validity.get(part) or {}).get("checks", [])}
+    checks = {
+        c["name"]: c["verdict"]
+        for part in ("client_cost", "dispatch")
+        for c in (validity.get(part) or {}).get("checks", [])
+    }
     truth = {**distortion.figures(), **load, "first_wave_cached_tokens": cache}
     true_state = {
         "client_cost_low": distortion.beyond_tolerance,
@@ -274,8 +296,10 @@ def score(condition: Condition, out: Path, server: list[dict[str, Any]], seconds
     )
 
 
-def load_truth(condition: Condition, rows: list[TruthRow], validity: dict[str, Any]) -> dict[str, Any]:
-    """What the server saw of the load: its arrival rate against the plan, or the concurrency held."""
+def load_truth(
+    condition: Condition, rows: list[TruthRow], validity: dict[str, Any]
+) -> dict[str, Any]:
+    """What the server saw of the load: its arrival rate against the plan, or concurrency held."""
     arrivals = np.sort([r.arrival_ns for r in rows]).astype(np.float64)
     ends = np.asarray([r.end_ns for r in rows], dtype=np.float64)
     if "--rate" in condition.load:
@@ -302,8 +326,13 @@ def cache_truth(rows: list[TruthRow], condition: Condition) -> int:
     return sum(r.cached_tokens for r in first)
 
 
-JUDGMENTS = ("client_cost_low", "load_generator_kept_up", "cache_cold", "requests_succeeded",
-             "verdict")
+JUDGMENTS = (
+    "client_cost_low",
+    "load_generator_kept_up",
+    "cache_cold",
+    "requests_succeeded",
+    "verdict",
+)
 
 
 def rule_before(run: Run) -> str:
@@ -315,8 +344,10 @@ def rule_before(run: Run) -> str:
 
 
 def confusion(runs: list[Run], judgment: str, before: bool = False) -> list[str]:
-    lines = [f"{judgment}{' (rule before calibration)' if before else ''}",
-             f"  {'condition':<26}{'load1':>6}  {'true state':<12}verdict"]
+    lines = [
+        f"{judgment}{' (rule before calibration)' if before else ''}",
+        f"  {'condition':<26}{'load1':>6}  {'true state':<12}verdict",
+    ]
     alarms = misses = nulls = positives = 0
     for run in runs:
         if judgment == "client_cost_low" and before:
@@ -324,8 +355,10 @@ def confusion(runs: list[Run], judgment: str, before: bool = False) -> list[str]
         else:
             said = run.verdicts.get(judgment, "absent")
         bad = run.true_state[judgment]
-        lines.append(f"  {run.condition:<26}{run.load_1min:>6.2f}  "
-                     f"{'distorted' if bad else 'within tol':<12}{said}")
+        lines.append(
+            f"  {run.condition:<26}{run.load_1min:>6.2f}  "
+            f"{'distorted' if bad else 'within tol':<12}{said}"
+        )
         if said not in ("pass", "fail"):
             continue
         if bad:
@@ -334,8 +367,10 @@ def confusion(runs: list[Run], judgment: str, before: bool = False) -> list[str]
         else:
             nulls += 1
             alarms += said == "fail"
-    lines.append(f"  false alarms {alarms}/{nulls} ({_rate(alarms, nulls)}), "
-                 f"misses {misses}/{positives} ({_rate(misses, positives)})")
+    lines.append(
+        f"  false alarms {alarms}/{nulls} ({_rate(alarms, nulls)}), "
+        f"misses {misses}/{positives} ({_rate(misses, positives)})"
+    )
     return lines
 
 
@@ -358,13 +393,18 @@ def noise_calls(runs: list[Run]) -> list[str]:
             null_calls, null_total = null_calls + calls, null_total + total
         if len(group) >= 4:
             half = len(group) // 2
-            noise = compare_trials([r.metrics for r in group[:half]],
-                                   [r.metrics for r in group[half:2 * half]])
+            noise = compare_trials(
+                [r.metrics for r in group[:half]], [r.metrics for r in group[half : 2 * half]]
+            )
             beyond = sum(n.noise == "beyond_noise" for n in noise)
-            lines.append(f"  compare {name}: {half} vs {half} trials, beyond noise "
-                         f"{beyond}/{len(noise)} metrics")
-    lines.append(f"  reproduce, null pairs: faster/slower in {null_calls}/{null_total} "
-                 f"metric comparisons ({_rate(null_calls, null_total)})")
+            lines.append(
+                f"  compare {name}: {half} vs {half} trials, beyond noise "
+                f"{beyond}/{len(noise)} metrics"
+            )
+    lines.append(
+        f"  reproduce, null pairs: faster/slower in {null_calls}/{null_total} "
+        f"metric comparisons ({_rate(null_calls, null_total)})"
+    )
     slow = by.get("2x decode c=4", [])
     base = by.get("null c=4", [])
     hits = total = 0
@@ -405,8 +445,9 @@ def main() -> None:
         saved = [Run(**row) for path in args.report for row in json.loads(path.read_text())]
         print(report(saved, sum(r.seconds for r in saved)))
         return
-    chosen = [c for c in conditions(args.quick)
-              if not args.only or any(w in c.name for w in args.only)]
+    chosen = [
+        c for c in conditions(args.quick) if not args.only or any(w in c.name for w in args.only)
+    ]
     # A stop (SIGTERM) unwinds like Ctrl-C: the simulator and the hogs are stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     runs: list[Run] = []
@@ -425,8 +466,12 @@ def main() -> None:
                     runs.append(score(condition, out, server, seconds))
                     if args.json:  # after every run: a long session interrupted keeps its runs
                         args.json.write_text(json.dumps([asdict(r) for r in runs], indent=1))
-                    print(f"done: {condition.name} #{k + 1} ({seconds:.0f} s, "
-                          f"load {runs[-1].load_1min:.2f})", file=sys.stderr, flush=True)
+                    print(
+                        f"done: {condition.name} #{k + 1} ({seconds:.0f} s, "
+                        f"load {runs[-1].load_1min:.2f})",
+                        file=sys.stderr,
+                        flush=True,
+                    )
             finally:
                 sim.stop()
     print(report(runs, time.monotonic() - began))
@@ -447,8 +492,9 @@ def report(runs: list[Run], seconds: float) -> str:
     ]
     for run in runs:
         t = run.truth
-        dist = "".join(f"{t[f'{m}_p50_ms']:>+8.2f}/{t[f'{m}_p90_ms']:<+8.2f}"
-                       for m in ("ttft", "itl", "e2e"))
+        dist = "".join(
+            f"{t[f'{m}_p50_ms']:>+8.2f}/{t[f'{m}_p90_ms']:<+8.2f}" for m in ("ttft", "itl", "e2e")
+        )
         rate = t.get("rate_error", t.get("server_held_ratio"))
         runq = "-" if run.runnable_per_core is None else f"{run.runnable_per_core:.2f}"
         lines.append(f"  {run.condition:<26}{run.load_1min:>6.2f}  {dist} {rate:>+9.3f}  {runq}")

@@ -293,9 +293,7 @@ def read_late_ms(records: PhaseRecords) -> FloatArray | None:
     return late
 
 
-def _read_check(
-    records: PhaseRecords, late: FloatArray | None, tol: ClientCostTolerances
-) -> Check:
+def _read_check(records: PhaseRecords, late: FloatArray | None, tol: ClientCostTolerances) -> Check:
     if late is None:
         return unknown(
             "first_token_read_late_p90_ms",

@@ -179,9 +179,10 @@ def test_the_document_carries_the_verdict_and_its_words() -> None:
     doc = assess(records(STARTS), None, facts)
     assert doc.verdicts["client_cost_low"] is Verdict.FAIL
     assert {c.name for c in doc.failed_checks()} >= {"client_cpu_ms_per_request"}
-    assert "client_cpu_ms_per_request 93.81 over its bound 50.00" in doc.explanations[
-        "client_cost_low"
-    ]
+    assert (
+        "client_cpu_ms_per_request 93.81 over its bound 50.00"
+        in doc.explanations["client_cost_low"]
+    )
     lines = summary_lines(doc)
     at = next(i for i, x in enumerate(lines) if x.startswith("  client cost low"))
     sentence, figures = lines[at], lines[at + 1]  # the verdict's sentence, then its figures
