@@ -477,8 +477,26 @@ def main() -> None:
     print(report(runs, time.monotonic() - began))
 
 
+def client_state(run: Run) -> bool:
+    """Client-added latency beyond ``CLIENT_TOLERANCE``, from a run's figures (truth
+    percentile = client percentile - added, over the same requests)."""
+    for metric, column in (("ttft", "ttft_ms"), ("itl", "tpot_ms"), ("e2e", "request_latency_ms")):
+        values = np.asarray(run.samples[column], dtype=np.float64)
+        values = values[np.isfinite(values)]
+        floor = CLIENT_TOLERANCE.itl_floor_ms if metric == "itl" else CLIENT_TOLERANCE.floor_ms
+        for q in (50, 90):
+            added = run.truth[f"{metric}_p{q}_ms"]
+            truth = float(np.percentile(values, q)) - added
+            if added > max(floor, CLIENT_TOLERANCE.relative * truth):
+                return True
+    return False
+
+
 def report(runs: list[Run], seconds: float) -> str:
     tol = CLIENT_TOLERANCE
+    for run in runs:  # judged against today's tolerance, whenever the run was made
+        run.true_state["client_cost_low"] = client_state(run)
+        run.true_state["verdict"] = any(v for k, v in run.true_state.items() if k != "verdict")
     lines = [
         f"calibration {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: {len(runs)} runs, "
         f"{seconds / 60:.1f} min, {os.cpu_count()} cores",

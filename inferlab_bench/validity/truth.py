@@ -25,8 +25,9 @@ QUANTILES = (50, 90)
 class ClientTolerance:
     """How much latency the client may add before its numbers are distorted."""
 
-    floor_ms: float = 2.0
-    """TTFT and E2E: loopback and two event loops cost about 1 ms on a quiet 2-core host."""
+    floor_ms: float = 3.0
+    """TTFT and E2E: on a 2-core host shared with the server and other work (load 12-25) the
+    client added 0.2-2.5 ms to TTFT p90 with nothing wrong with it (docs/calibration.md)."""
     itl_floor_ms: float = 0.5
     relative: float = 0.05
 
