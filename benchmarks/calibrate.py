@@ -273,8 +273,8 @@ def score(condition: Condition, out: Path, server: list[dict[str, Any]], seconds
     true_state = {
         "client_cost_low": distortion.beyond_tolerance,
         "load_generator_kept_up": load["beyond_tolerance"],
-        "cache_cold": cache > 0,
-        "requests_succeeded": any(r.status != 200 for r in rows) or len(rows) < len(client),
+        "cache_cold": bool(cache > 0),
+        "requests_succeeded": bool(any(r.status != 200 for r in rows) or len(rows) < len(client)),
     }
     true_state["verdict"] = any(true_state.values())
     return Run(
@@ -308,13 +308,17 @@ def load_truth(
         # The rate's own sampling error (CV 1 / sqrt(n - 1), 3 sigmas) is no distortion.
         band = max(RATE_TOLERANCE, 3.0 / np.sqrt(len(arrivals) - 1))
         error = achieved / planned - 1.0
-        return {"server_rate": achieved, "rate_error": error, "beyond_tolerance": abs(error) > band}
+        return {
+            "server_rate": float(achieved),
+            "rate_error": float(error),
+            "beyond_tolerance": bool(abs(error) > band),
+        }
     asked = int(condition.load[condition.load.index("--concurrency") + 1])
     starts = np.asarray([r.arrival_ns for r in rows], dtype=np.float64)
     lo, hi = arrivals[asked - 1], arrivals[-1]
     overlap = np.clip(np.minimum(ends, hi) - np.maximum(starts, lo), 0, None)
     held = float(overlap.sum() / (hi - lo)) / asked
-    return {"server_held_ratio": held, "beyond_tolerance": held < HELD_TOLERANCE}
+    return {"server_held_ratio": held, "beyond_tolerance": bool(held < HELD_TOLERANCE)}
 
 
 def cache_truth(rows: list[TruthRow], condition: Condition) -> int:
@@ -465,7 +469,7 @@ def main() -> None:
                     out, server, seconds = run_case(sim, condition, work / f"run-{k}")
                     runs.append(score(condition, out, server, seconds))
                     if args.json:  # after every run: a long session interrupted keeps its runs
-                        args.json.write_text(json.dumps([asdict(r) for r in runs], indent=1))
+                        args.json.write_text(json.dumps([asdict(r) for r in runs], default=float))
                     print(
                         f"done: {condition.name} #{k + 1} ({seconds:.0f} s, "
                         f"load {runs[-1].load_1min:.2f})",
