@@ -388,17 +388,19 @@ def _rate(k: int, n: int) -> str:
 
 def noise_calls(runs: list[Run]) -> list[str]:
     """Null pairs and 2x-decode pairs through compare's and reproduce's tests."""
-    by = {}
+    by: dict[str, list[Run]] = {}
     for run in runs:
         by.setdefault(run.condition, []).append(run)
-    lines = ["beyond noise (null: repeated runs of one condition; alt: 2x decode vs null)"]
-    null_calls = null_total = 0
+    lines = ["beyond noise (null: repeated runs of one condition; alt: 2x decode vs null c=4)"]
+    one = [0, 0]
+    two = [0, 0]
     for name, group in by.items():
-        if by[name][0].kind != "null" or len(group) < 2:
+        if group[0].kind != "null" or len(group) < 2:
             continue
         for a, b in itertools.combinations(group, 2):
-            calls, total = reproduce_calls(a, b)
-            null_calls, null_total = null_calls + calls, null_total + total
+            _add(one, reproduce_calls([a], [b]))
+        for left, right in disjoint_pairs(len(group)):
+            _add(two, reproduce_calls([group[i] for i in left], [group[i] for i in right]))
         if len(group) >= 4:
             half = len(group) // 2
             noise = compare_trials(
@@ -407,31 +409,51 @@ def noise_calls(runs: list[Run]) -> list[str]:
             beyond = sum(n.noise == "beyond_noise" for n in noise)
             lines.append(
                 f"  compare {name}: {half} vs {half} trials, beyond noise "
-                f"{beyond}/{len(noise)} metrics"
+                f"{beyond}/{len(noise)} metrics (Holm)"
             )
     lines.append(
-        f"  reproduce, null pairs: faster/slower in {null_calls}/{null_total} "
-        f"metric comparisons ({_rate(null_calls, null_total)})"
+        f"  reproduce, null, 1 vs 1 trial: faster/slower in {one[0]}/{one[1]} metric "
+        f"comparisons ({_rate(*one)})"
     )
-    slow = by.get("2x decode c=4", [])
-    base = by.get("null c=4", [])
-    hits = total = 0
-    for a, b in itertools.product(base[:2], slow):
-        verdict = judge_case("c=4", side(a), side(b))
-        for metric in ("p50_tpot_ms", "p90_tpot_ms", "p50_request_latency_ms"):
-            total += 1
-            hits += verdict.of(metric).verdict == "slower"  # type: ignore[union-attr]
-    lines.append(f"  reproduce, 2x decode: slower in {hits}/{total} TPOT/E2E comparisons")
+    lines.append(
+        f"  reproduce, null, 2 vs 2 trials: faster/slower in {two[0]}/{two[1]} ({_rate(*two)})"
+    )
+    slow, base = by.get("2x decode c=4", []), by.get("null c=4", [])
+    for label, pairs in (
+        ("1 vs 1", [([a], [b]) for a, b in itertools.product(base, slow)]),
+        ("2 vs 2", [(base[:2], slow[:2])] if len(base) >= 2 and len(slow) >= 2 else []),
+    ):
+        hits = total = 0
+        for a_runs, b_runs in pairs:
+            verdict = judge_case("c=4", sides(a_runs), sides(b_runs))
+            for metric in ("p50_tpot_ms", "p90_tpot_ms", "p50_request_latency_ms"):
+                found = verdict.of(metric)
+                total += 1
+                hits += found is not None and found.verdict == "slower"
+        lines.append(f"  reproduce, 2x decode, {label}: slower in {hits}/{total} TPOT/E2E")
     return lines
 
 
-def side(run: Run) -> Side:
-    samples = {k: np.asarray(v, dtype=np.float64) for k, v in run.samples.items()}
-    return Side(metrics=(run.metrics,), samples=(samples,))
+def _add(total: list[int], found: tuple[int, int]) -> None:
+    total[0] += found[0]
+    total[1] += found[1]
 
 
-def reproduce_calls(a: Run, b: Run) -> tuple[int, int]:
-    verdict = judge_case("null", side(a), side(b))
+def disjoint_pairs(n: int) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Every two disjoint pairs of run indices (each unordered couple once)."""
+    pairs = list(itertools.combinations(range(n), 2))
+    return [(a, b) for a, b in itertools.combinations(pairs, 2) if not set(a) & set(b)]
+
+
+def sides(runs: list[Run]) -> Side:
+    samples = tuple(
+        {k: np.asarray(v, dtype=np.float64) for k, v in run.samples.items()} for run in runs
+    )
+    return Side(metrics=tuple(run.metrics for run in runs), samples=samples)
+
+
+def reproduce_calls(a: list[Run], b: list[Run]) -> tuple[int, int]:
+    verdict = judge_case("null", sides(a), sides(b))
     judged = [m for m in verdict.metrics if m.verdict != "not comparable"]
     return sum(m.verdict in ("faster", "slower") for m in judged), len(judged)
 

@@ -169,6 +169,13 @@ def _limits(published: Side, reproduced: Side) -> tuple[str, ...]:
             "taken to be the reproduction's; percentile intervals cover only its "
             "request-to-request spread"
         )
+    if published.trials == 1 and reproduced.trials == 1:
+        out.append(
+            "one trial on each side: the intervals hold the request-to-request spread only, "
+            "not the run-to-run one; same-server pairs on a busy 2-core host were called "
+            "faster/slower on 47% of percentile metrics this way, 11% with 2 trials a side "
+            "(docs/calibration.md): use --trials 3 or more on both sides"
+        )
     if published.metrics and not published.samples:
         out.append(
             "the published side has no per-request records: percentile intervals come from "
