@@ -382,6 +382,28 @@ def confusion(runs: list[Run], judgment: str, before: bool = False) -> list[str]
     return lines
 
 
+CLIENT_CHECKS = (
+    "client_cpu_ms_per_request",
+    "send_time_p95_ms",
+    "first_token_read_late_p90_ms",
+    "dispatch_delay_p95_ms",
+)
+
+
+def check_rates(runs: list[Run]) -> list[str]:
+    """Each check alone against the client-added latency's truth: which ones carry the verdict."""
+    lines = ["each check alone against client-added latency (false alarms, misses)"]
+    for check in CLIENT_CHECKS:
+        said = [(run.checks.get(check), run.true_state["client_cost_low"]) for run in runs]
+        judged = [(v, bad) for v, bad in said if v in ("pass", "fail")]
+        alarms = sum(v == "fail" and not bad for v, bad in judged)
+        misses = sum(v == "pass" and bad for v, bad in judged)
+        nulls = sum(not bad for _, bad in judged)
+        positives = len(judged) - nulls
+        lines.append(f"  {check:<30} false alarms {alarms}/{nulls}, misses {misses}/{positives}")
+    return lines
+
+
 def _rate(k: int, n: int) -> str:
     return "n/a" if n == 0 else f"{k / n:.0%}"
 
@@ -553,7 +575,7 @@ def report(runs: list[Run], seconds: float) -> str:
         lines += ["", *confusion(runs, judgment)]
         if judgment == "client_cost_low":
             lines += ["", *confusion(runs, judgment, before=True)]
-    lines += ["", *noise_calls(runs)]
+    lines += ["", *check_rates(runs), "", *noise_calls(runs)]
     return "\n".join(lines)
 
 
