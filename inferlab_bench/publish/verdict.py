@@ -172,9 +172,9 @@ def _limits(published: Side, reproduced: Side) -> tuple[str, ...]:
     if published.trials == 1 and reproduced.trials == 1:
         out.append(
             "one trial on each side: the intervals hold the request-to-request spread only, "
-            "not the run-to-run one; same-server pairs on a busy 2-core host were called "
-            "faster/slower on 47% of percentile metrics this way, 11% with 2 trials a side "
-            "(docs/calibration.md): use --trials 3 or more on both sides"
+            "not the run-to-run one; same-server pairs on a 2-core host were called "
+            "faster/slower on 19-47% of metrics this way (quiet to busy), 0-11% with 2 "
+            "trials a side (docs/calibration.md): use --trials 3 or more on both sides"
         )
     if published.metrics and not published.samples:
         out.append(
