@@ -344,11 +344,12 @@ JUDGMENTS = (
 
 
 def rule_before(run: Run) -> str:
-    """client_cost_low as judged until this calibration: also failing on the run queue."""
-    verdict = run.verdicts.get("client_cost_low", "absent")
-    if verdict == "pass" and (run.runnable_per_core or 0.0) > 1.0:
+    """client_cost_low as judged until this calibration: CPU per request, send time and the
+    run queue (no read-late check)."""
+    old = [run.checks.get(name) for name in ("client_cpu_ms_per_request", "send_time_p95_ms")]
+    if "fail" in old or (run.runnable_per_core or 0.0) > 1.0:
         return "fail"
-    return verdict
+    return "pass" if all(v == "pass" for v in old) else "unknown"
 
 
 def confusion(runs: list[Run], judgment: str, before: bool = False) -> list[str]:
