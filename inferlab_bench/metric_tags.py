@@ -9,6 +9,8 @@ from __future__ import annotations
 
 TTFT = "time_to_first_token"
 ITL = "inter_token_latency"
+TTST = "time_to_second_token"
+"""First token -> second token at the client: near zero when the two were read together."""
 REQUEST_LATENCY = "request_latency"
 OUTPUT_TOKENS = "output_sequence_length"
 GOOD_REQUEST_COUNT = "good_request_count"
@@ -34,6 +36,7 @@ RECORD_TAGS = (
     TTFT,
     REQUEST_LATENCY,
     ITL,
+    TTST,
     OUTPUT_TOKENS,
     GOOD_REQUEST_COUNT,
     PROMPT_TOKENS,

@@ -2,6 +2,7 @@
 planner with every probe run and judged as one of our cases (``docs/capacity.md``)."""
 
 from inferlab_bench.capacity.answer import Answer, PlannerFacts, Probe, Status
+from inferlab_bench.capacity.judge import ProbeJudgement
 from inferlab_bench.capacity.search import CapacityOutcome, run_capacity
 from inferlab_bench.capacity.spec import (
     Axis,
@@ -20,6 +21,7 @@ __all__ = [
     "PlannerFacts",
     "PlannerName",
     "Probe",
+    "ProbeJudgement",
     "SearchSpec",
     "Status",
     "run_capacity",

@@ -76,6 +76,8 @@ def probe_json(probe: Probe, root: Path) -> dict[str, Any]:
         "planner_iteration": probe.iteration,
         "valid": j.valid,
         "invalid_reason": j.invalid_reason,
+        "validity": j.validity,
+        "failed_verdicts": list(j.failed_verdicts),
         "client_limited": j.client_limited,
         "slo_met": j.slo_met,
         "attainment": j.attainment,

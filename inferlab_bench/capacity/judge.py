@@ -51,6 +51,8 @@ class ProbeFigures:
     request_throughput: float | None
     certified: Mapping[str, bool]
     """Per SLO metric: whether validity's early-stopping rule certifies the bound's claim."""
+    verdict: str | None = None
+    """validity.json's overall verdict (what ``report`` shows); None: no document."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,10 @@ class ProbeJudgement:
     attainment: float | None
     goodput: float | None
     request_throughput: float | None
+    validity: str = "unknown"
+    """The case's overall validity verdict, as ``report`` shows it for the same folder."""
+    failed_verdicts: tuple[str, ...] = ()
+    """Every verdict that failed, whether or not it stops the probe from counting."""
 
 
 def judge(figures: ProbeFigures, slo: BenchRequestSloInput, criterion: Criterion) -> ProbeJudgement:
@@ -108,7 +114,20 @@ def judge(figures: ProbeFigures, slo: BenchRequestSloInput, criterion: Criterion
         attainment=figures.good_ratio,
         goodput=figures.goodput,
         request_throughput=figures.request_throughput,
+        validity=overall_validity(figures),
+        failed_verdicts=tuple(sorted(k for k, v in figures.verdicts.items() if v == "fail")),
     )
+
+
+def overall_validity(figures: ProbeFigures) -> str:
+    """validity.json's verdict; for a failed case ``fail``; without a document ``unknown``."""
+    if figures.status != "succeeded":
+        return "fail"
+    if figures.verdict is not None:
+        return figures.verdict
+    if any(v == "fail" for v in figures.verdicts.values()):
+        return "fail"
+    return "unknown" if not figures.verdicts else "pass"
 
 
 def bounds(slo: BenchRequestSloInput) -> dict[str, float]:

@@ -47,6 +47,7 @@ def figures_of(case: SavedCase) -> ProbeFigures:
         certified={}
         if document is None
         else {claim.metric: claim.certified for claim in document.slo_bounds},
+        verdict=None if document is None else document.verdict.value,
     )
 
 

@@ -17,6 +17,7 @@ from inferlab_bench.capacity import (
     CapacityRequest,
     Criterion,
     PlannerName,
+    ProbeJudgement,
     SearchSpec,
     Status,
     run_capacity,
@@ -186,13 +187,20 @@ def probe_table(outcome: CapacityOutcome, spec: SearchSpec) -> Table:
             str(p.number),
             p.label,
             "yes" if p.counted else "no",
-            "pass" if j.valid else "FAIL",
+            _validity(j),
             "-" if j.slo_met is None else ("met" if j.slo_met else "missed"),
         ]
         cells += [_ms(m.value) for m in j.metrics]
         cells += [_share(j.attainment), _num(j.goodput), p.directory.name]
         table.add_row(*cells)
     return table
+
+
+def _validity(j: ProbeJudgement) -> str:
+    """The case's own verdict, as ``report`` shows it; what failed, and whether it counted."""
+    if j.validity != "fail":
+        return j.validity
+    return "FAIL: " + ", ".join(j.failed_verdicts) if j.failed_verdicts else "FAIL"
 
 
 def answer_table(outcome: CapacityOutcome, spec: SearchSpec) -> Table:

@@ -42,6 +42,9 @@ class Comparison:
     setup_differences: tuple[str, ...] | None
     trials: tuple[int, int] = (1, 1)
     noise: tuple[NoiseComparison, ...] = ()
+    validity: tuple[str, str] = ("unknown", "unknown")
+    """Each side's validity as ``report`` shows it: ``pass``, ``fail: <verdicts>`` (any trial
+    failing), or ``unknown`` (no validity.json)."""
 
     def noise_of(self, metric: str) -> NoiseComparison | None:
         return next((n for n in self.noise if n.metric == metric), None)
@@ -87,7 +90,30 @@ def compare_trial_sets(a: Sequence[SavedCase], b: Sequence[SavedCase]) -> Compar
         setup_differences=_setup_differences(a[0], b[0]),
         trials=(len(a), len(b)),
         noise=compare_trials(metrics_a, metrics_b, common) if judged else (),
+        validity=(side_validity(a), side_validity(b)),
     )
+
+
+def side_validity(cases: Sequence[SavedCase]) -> str:
+    """``pass``; ``fail: <verdicts>`` when any trial's validity.json failed; else unknown."""
+    failed: set[str] = set()
+    verdicts = []
+    for case in cases:
+        doc = case.validity or {}
+        verdicts.append(doc.get("verdict", "unknown"))
+        found = doc.get("verdicts") or {}
+        failed |= {k for k, v in found.items() if v == "fail"}
+    if "fail" in verdicts:
+        return "fail: " + ", ".join(sorted(failed)) if failed else "fail"
+    return "pass" if verdicts and all(v == "pass" for v in verdicts) else "unknown"
+
+
+def pair_digits(a: float, b: float, least: int = 3, most: int = 9) -> int:
+    """Decimals that show two values apart when they differ (0.000 vs 0.000 never, for +13%)."""
+    for digits in range(least, most + 1):
+        if a == b or round(a, digits) != round(b, digits):
+            return digits
+    return most
 
 
 def _means(cases: Sequence[SavedCase]) -> dict[str, float]:

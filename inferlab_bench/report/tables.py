@@ -11,7 +11,7 @@ from rich.text import Text
 
 from inferlab_bench.load import Load
 from inferlab_bench.protocol import BenchClientRequest, BenchClientResult, ClientStatus
-from inferlab_bench.report.compare import Comparison
+from inferlab_bench.report.compare import Comparison, pair_digits
 from inferlab_bench.report.rundir import SavedCase
 from inferlab_bench.validity.trials import NoiseComparison
 
@@ -204,11 +204,12 @@ def comparison_table(comparison: Comparison, a_name: str, b_name: str) -> Render
         table.add_column(column, justify="left" if column in ("metric", "noise") else "right")
     for row in comparison.rows:
         style = {"a": "red", "b": "green", "same": ""}[row.better]
+        digits = pair_digits(row.a, row.b)
         cells: list[str | Text] = [
             row.name,
-            fmt(row.a, 3),
-            fmt(row.b, 3),
-            fmt(row.delta, 3),
+            f"{row.a:,.{digits}f}",
+            f"{row.b:,.{digits}f}",
+            f"{row.delta:+,.{digits}f}",
             "-" if row.relative is None else f"{row.relative:+.1%}",
             Text(row.better.upper() if row.better != "same" else "=", style=style),
         ]
@@ -216,6 +217,14 @@ def comparison_table(comparison: Comparison, a_name: str, b_name: str) -> Render
             cells.append(_noise_cell(comparison.noise_of(row.name)))
         table.add_row(*cells)
     notes: list[RenderableType] = [table, Text(_population_note(comparison.same_population))]
+    for side, verdict in zip(("A", "B"), comparison.validity, strict=True):
+        if verdict.startswith("fail"):
+            notes.append(
+                Text(
+                    f"validity of {side}: {verdict} (its numbers above may be distorted)",
+                    style="bold",
+                )
+            )
     if not judged:
         notes.append(Text("noise: not judged (one trial per side; run --trials N on both)"))
     if comparison.setup_differences is None:
@@ -234,6 +243,10 @@ def _noise_cell(noise: NoiseComparison | None) -> Text:
     if noise is None or noise.noise == "unknown":
         return Text("unknown (needs 2+ trials each)", style="dim")
     p = "" if noise.p_value is None else f" (p={noise.p_value:.2g})"
+    if noise.adjusted_p_value is not None and noise.judged_together > 1:
+        p = f" (Holm p={noise.adjusted_p_value:.2g} over {noise.judged_together})"
+    if noise.negligible:
+        return Text("within noise (both ~0)")
     if noise.noise == "beyond_noise":
         return Text(f"beyond noise{p}", style="bold")
     return Text(f"within noise{p}")

@@ -95,6 +95,7 @@ def phase_records(columns: RecordColumns) -> PhaseRecords:
         client_send_ms=_client_send(columns),
         ttft_ms=_floats(columns, tags.TTFT),
         itl_ms=_floats(columns, tags.ITL),
+        ttst_ms=_floats(columns, tags.TTST),
         latency_ms=_floats(columns, tags.REQUEST_LATENCY),
         error_class=_error_classes(columns),
         error_message=tuple(columns.error_message),

@@ -5,10 +5,17 @@ request end), from samples the case stage took of /proc while AIPerf ran:
 
 - CPU time per request of the client's processes (AIPerf's whole process tree): a client
   that polls instead of waiting spends tens of milliseconds of CPU per request at any load;
-- the host's run queue: tasks running or waiting for a core, per core, averaged over the
-  window. Above one, something waited for a core, and when the server runs on the same
-  machine that something may be the server, between a request's arrival and its first
-  token, where no client-side timing can see it;
+- the first token read late: a client that was not running when its first token came
+  (frozen, throttled, waiting for a core) reads it together with the second one, so its
+  time to the second token falls far below its inter-token latency. Per request the lateness
+  is at least ITL - TTST when TTST < half the ITL (else taken as 0); its p90 must stay within
+  the tolerance ``client_cost_low`` protects, client-added TTFT p90 at most
+  max(3 ms, 5% of TTFT p90). Calibrated in docs/calibration.md against the simulator's truth:
+  a brake freezing AIPerf 40% of every 100 ms added 26-42 ms to TTFT and this estimate saw it;
+- the host's run queue (tasks running or waiting for a core, per core, over the window) is a
+  figure and a sentence, not a check: on a busy 2-core host it was 1.8-4.7 in runs whose
+  client-added TTFT p90 was under 2 ms (docs/calibration.md). Client and server sharing cores
+  is a fact to state, not by itself a failure;
 - send time: from the moment AIPerf's timing strategy decided to send (``credit_issued_ns``)
   until the request was written (request start plus AIPerf's traced send time), less the
   wait behind the same worker's earlier writes, p95. A worker writes one request after
@@ -42,6 +49,8 @@ from inferlab_bench.validity.verdict import (
 NS_PER_S = 1e9
 NS_PER_MS = 1e6
 MIN_WINDOW_SAMPLES = 2
+READ_LATE_SHARE = 0.5
+"""TTST below this share of the request's ITL: its first two tokens were read together."""
 
 
 @dataclass(frozen=True)
@@ -69,8 +78,13 @@ class ClientCostTolerances:
     """A waiting AIPerf spends 8-25 ms per 64-token request (most at c=1, where a cost per
     second of run dominates); a spinning one 200-500 ms at c=1 and 20-40 ms at c=16."""
     max_runnable_per_core: float = 1.0
+    """Above it client and server are said to have competed (a figure and a sentence)."""
     max_send_delay_p95_ms: float = 10.0
     """Bound of the send time p95 (the whole delay's when worker ids are unknown)."""
+    read_late_floor_ms: float = 3.0
+    read_late_relative: float = 0.05
+    """First token read late, p90, at most max(floor, relative * TTFT p90): the tolerance
+    of client-added TTFT that the calibration measured against the simulator's truth."""
 
 
 class ClientCost(Figures):
@@ -93,6 +107,11 @@ class ClientCost(Figures):
     """Credit issued -> request written, the whole of it."""
     send_time_ms: Distribution | None = None
     """The same less the wait behind the worker's earlier writes (see ``send_times_ms``)."""
+    first_token_late_ms: Distribution | None = None
+    """Per request, how late the client read its first token at least (``read_late_ms``)."""
+    first_token_late_p90_ms: float | None = None
+    late_reads: int | None = None
+    """Requests whose first two tokens were read together."""
     checks: tuple[Check, ...] = ()
     in_words: str = ""
 
@@ -168,6 +187,11 @@ def assess_client_cost(
     own = send_times_ms(delays, records) if delays is not None else None
     send_time = describe(own) if own is not None else None
     send_check = _send_check(send, send_time, tol)
+    late = read_late_ms(records)
+    read_check = _read_check(records, late, tol)
+    late_figures = describe(late) if late is not None and late.size else None
+    late_p90 = read_check.observed
+    late_count = None if late is None else int(np.count_nonzero(late))
     window = _window(records, usage)
     if usage is None or window is None:
         reason = (
@@ -175,12 +199,19 @@ def assess_client_cost(
             if usage is None
             else "too few samples inside the load window"
         )
-        checks: tuple[Check, ...] = (unknown("client_cpu_ms_per_request", reason), send_check)
+        checks: tuple[Check, ...] = (
+            unknown("client_cpu_ms_per_request", reason),
+            send_check,
+            read_check,
+        )
         return ClientCost(
             client_cost_low=combine_checks(checks),
             server_on_this_host=None if usage is None else usage.server_on_this_host,
             send_delay_ms=send,
             send_time_ms=send_time,
+            first_token_late_ms=late_figures,
+            first_token_late_p90_ms=late_p90,
+            late_reads=late_count,
             checks=checks,
             in_words=f"client cost not measured: {reason}",
         )
@@ -197,13 +228,8 @@ def assess_client_cost(
             tol.max_cpu_ms_per_request,
             f"{cpu:.2f} s of client CPU over {len(records)} requests",
         ),
-        at_most(
-            "host_runnable_per_core",
-            per_core,
-            tol.max_runnable_per_core,
-            f"mean {mean_run:.2f} runnable tasks (max {max_run}) on {usage.host_cores} cores",
-        ),
         send_check,
+        read_check,
     )
     cost = ClientCost(
         client_cost_low=combine_checks(checks),
@@ -219,6 +245,9 @@ def assess_client_cost(
         competed=competed,
         send_delay_ms=send,
         send_time_ms=send_time,
+        first_token_late_ms=late_figures,
+        first_token_late_p90_ms=late_p90,
+        late_reads=late_count,
         checks=checks,
     )
     return cost.model_copy(update={"in_words": in_words(cost)})
@@ -246,6 +275,44 @@ def _send_check(
     )
 
 
+def read_late_ms(records: PhaseRecords) -> FloatArray | None:
+    """Per succeeded request, ms its first token was read late at least (None: not measured).
+
+    Tokens leave the server about one ITL apart; a client that reads the first two together
+    (TTST under ``READ_LATE_SHARE`` of the request's ITL) read the first at least ITL - TTST
+    after it came. A punctual read gives 0: TTST near the ITL.
+    """
+    if records.ttst_ms is None or records.itl_ms is None:
+        return None
+    ttst, itl = records.ttst_ms, records.itl_ms
+    ok = records.succeeded & np.isfinite(ttst) & np.isfinite(itl) & (itl > 0)
+    if not ok.any():
+        return None
+    ttst, itl = ttst[ok], itl[ok]
+    late: FloatArray = np.where(ttst < READ_LATE_SHARE * itl, itl - ttst, 0.0)
+    return late
+
+
+def _read_check(records: PhaseRecords, late: FloatArray | None, tol: ClientCostTolerances) -> Check:
+    if late is None:
+        return unknown(
+            "first_token_read_late_p90_ms",
+            "no request has a second token (AIPerf's time_to_second_token)",
+        )
+    ttft = records.ttft_ms
+    finite = ttft[records.succeeded & np.isfinite(ttft)] if ttft is not None else np.zeros(0)
+    ttft_p90 = float(np.percentile(finite, 90)) if finite.size else 0.0
+    bound = max(tol.read_late_floor_ms, tol.read_late_relative * ttft_p90)
+    return at_most(
+        "first_token_read_late_p90_ms",
+        float(np.percentile(late, 90)),
+        bound,
+        f"{int(np.count_nonzero(late))} of {late.size} requests read their first two tokens "
+        f"together; allowed max({tol.read_late_floor_ms:g} ms, "
+        f"{tol.read_late_relative:.0%} of TTFT p90 {ttft_p90:.1f} ms)",
+    )
+
+
 def in_words(cost: ClientCost) -> str:
     """One plain sentence: the client's cost, and whether it and the server competed."""
     assert cost.cpu_ms_per_request is not None and cost.cores_used is not None
@@ -254,6 +321,11 @@ def in_words(cost: ClientCost) -> str:
         f"({cost.cores_used:.2f} of {cost.host_cores} cores)"
     )
     queue = f"{cost.mean_runnable:.1f} tasks wanted a core on average"
+    if cost.first_token_late_p90_ms is not None and cost.late_reads:
+        queue += (
+            f"; {cost.late_reads} requests read their first token late "
+            f"(by at least {cost.first_token_late_p90_ms:.1f} ms at p90)"
+        )
     if cost.server_on_this_host is None:
         where = "whether the server runs on this machine is not known"
     elif not cost.server_on_this_host:

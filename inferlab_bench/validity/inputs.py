@@ -38,6 +38,9 @@ class PhaseRecords:
     ttft_ms: FloatArray | None = None
     itl_ms: FloatArray | None = None
     """Per request, the mean inter-token latency (AIPerf's, ms); NaN where not measured."""
+    ttst_ms: FloatArray | None = None
+    """Per request, first token -> second token at the client (AIPerf's time_to_second_token,
+    ms); NaN where not measured."""
     latency_ms: FloatArray | None = None
     """Per request, the end-to-end latency (AIPerf's request_latency, ms)."""
     error_class: tuple[str | None, ...] | None = None
@@ -61,6 +64,7 @@ class PhaseRecords:
             "client_send_ms",
             "ttft_ms",
             "itl_ms",
+            "ttst_ms",
             "latency_ms",
             "error_class",
             "error_message",

@@ -2,6 +2,13 @@
 
 With one trial the spread is unknown, and so is every interval and comparison built on
 it: those fields are None and the verdicts say ``unknown``, never a made-up zero.
+
+Judged together (``compare_trials``), the metrics share one error rate: Holm's step-down
+correction keeps the chance that any null difference is called beyond noise at most
+1 - confidence (5%) over the whole set, not 5% per metric (ten metrics at 5% each called
+about one in three null comparisons beyond noise somewhere). A metric whose two means are
+both within ``NEGLIGIBLE`` of zero (a cache read ratio of 0.0002 against 0.0003) is never
+called beyond noise: there is no difference there worth the name.
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ HEADLINE_METRICS = (
 )
 
 Noise = Literal["beyond_noise", "within_noise", "unknown"]
+NEGLIGIBLE = 1e-3
+"""Both means within this of zero: no difference is called beyond noise."""
 
 
 class MetricSummary(Figures):
@@ -64,6 +73,11 @@ class NoiseComparison(Figures):
     ci_high: float | None
     confidence: float
     noise: Noise
+    adjusted_p_value: float | None = None
+    """Holm-adjusted over the metrics judged together (None: judged alone)."""
+    judged_together: int = 1
+    negligible: bool = False
+    """Both means ~0 (within ``NEGLIGIBLE``): within noise whatever the test says."""
 
 
 def t_quantile(confidence: float, df: float) -> float:
@@ -195,10 +209,42 @@ def compare_trials(
     metrics: Sequence[str] = HEADLINE_METRICS,
     confidence: float = CONFIDENCE,
 ) -> tuple[NoiseComparison, ...]:
-    """Welch's comparison for each listed metric present in every trial of both sides."""
+    """Welch's comparison for each listed metric present in every trial of both sides, its
+    p-value Holm-adjusted over them all (see the module docstring)."""
     out = []
     for metric in metrics:
         va, vb = trial_values(a, metric), trial_values(b, metric)
         if va and vb:
             out.append(welch(metric, va, vb, confidence))
+    return holm(out, 1.0 - confidence)
+
+
+def holm(comparisons: Sequence[NoiseComparison], alpha: float) -> tuple[NoiseComparison, ...]:
+    """Holm's step-down adjustment of the p-values; beyond noise only below ``alpha`` after it."""
+    tested = [i for i, c in enumerate(comparisons) if c.p_value is not None]
+    adjusted: dict[int, float] = {}
+    running = 0.0
+    order = sorted(tested, key=lambda i: comparisons[i].p_value or 0.0)
+    for rank, i in enumerate(order):
+        p = comparisons[i].p_value
+        assert p is not None
+        running = max(running, min(1.0, (len(order) - rank) * p))
+        adjusted[i] = running
+    out = []
+    for i, c in enumerate(comparisons):
+        if i not in adjusted:
+            out.append(c.model_copy(update={"judged_together": len(order)}))
+            continue
+        negligible = abs(c.a_mean) < NEGLIGIBLE and abs(c.b_mean) < NEGLIGIBLE
+        noise: Noise = "beyond_noise" if adjusted[i] < alpha and not negligible else "within_noise"
+        out.append(
+            c.model_copy(
+                update={
+                    "adjusted_p_value": adjusted[i],
+                    "judged_together": len(order),
+                    "negligible": negligible,
+                    "noise": noise,
+                }
+            )
+        )
     return tuple(out)

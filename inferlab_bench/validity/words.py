@@ -114,10 +114,14 @@ def client_cost(cost: ClientCost) -> str:
     """``client_cost_low``: its own sentence, with what to do when it failed."""
     sentence = _capital(cost.in_words) + "."
     if cost.client_cost_low is Verdict.FAIL:
+        broken = "; ".join(
+            f"{c.name} {c.observed:.2f} over its bound {c.bound:.2f}"
+            for c in cost.checks
+            if c.verdict is Verdict.FAIL and c.observed is not None and c.bound is not None
+        )
         sentence += (
-            " The client cost too much for these latencies to be the server's alone; "
-            + KUBE_HINT
-            + "."
+            f" The client cost too much for these latencies to be the server's alone "
+            f"({broken}); " + KUBE_HINT + "."
         )
     return sentence
 

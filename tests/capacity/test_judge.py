@@ -3,6 +3,8 @@ figures given to AIPerf's planner agreeing with our own verdict."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -68,6 +70,19 @@ def test_failed_requests_alone_do_not_invalidate_the_probe() -> None:
 def test_a_failed_case_is_invalid_with_its_error() -> None:
     judged = judge(figures([100.0] * 4, status="failed"), SLO, A90)
     assert not judged.valid and "AIPerf exited" in (judged.invalid_reason or "")
+    assert judged.validity == "fail"
+
+
+def test_the_probe_shows_the_cases_own_verdict_where_its_number_is() -> None:
+    """The probe table said 'validity pass' for c=16 where `report` on the same folder said
+    fail (client_cost_low, which does not stop a probe from counting): both now read it."""
+    verdicts = {**VALID, "client_cost_low": "fail"}
+    fig = dataclasses.replace(figures([100.0] * 20, verdicts=verdicts), verdict="fail")
+    judged = judge(fig, SLO, A90)
+    assert judged.valid and judged.slo_met is True  # counted: the server was measured
+    assert judged.validity == "fail" and judged.failed_verdicts == ("client_cost_low",)
+    clean = judge(dataclasses.replace(figures([100.0] * 20), verdict="pass"), SLO, A90)
+    assert clean.validity == "pass" and clean.failed_verdicts == ()
 
 
 def test_the_planner_reads_what_we_judged() -> None:

@@ -229,7 +229,11 @@ def test_reproduce_against_twice_the_decode_time_is_slower(published: Path, tmp_
         verdict = {m["metric"]: m for m in case["metrics"]}
         for metric in ("p50_tpot_ms", "p90_tpot_ms", "p50_request_latency_ms"):
             assert verdict[metric]["verdict"] == "slower", verdict[metric]
-            assert verdict[metric]["relative"] > 0.5
+            # Twice the modeled decode is not twice the measured one on a busy host: the
+            # simulator's token sleeps overshoot there, by more at 8 ms than in proportion at
+            # 16 ms (issue #33 measured +0.22 with other work running, +0.9 alone). What must
+            # hold is the call, and a change well beyond the 5% tolerance that makes it.
+            assert verdict[metric]["relative"] > 0.15
             assert "against the published figure" in verdict[metric]["test"]  # no records
         assert verdict["output_throughput"]["verdict"] == "not comparable"  # 1 vs 1 trial
         assert "one trial on each side" in verdict["output_throughput"]["reason"]

@@ -136,3 +136,44 @@ def test_word_and_trial_interval_edges() -> None:
     assert trial_interval([1.0], [2.0], 0.95) is None
     half, test = trial_interval([1.0, 1.0], [2.0, 2.0], 0.95)  # type: ignore[misc]
     assert half == 0.0 and "no spread" in test
+
+
+def test_the_order_statistic_bootstrap_matches_resampling(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Drawn by order statistic or by resampling, a p90's bootstrap has the same spread."""
+    from inferlab_bench.publish import verdict
+
+    values = np.random.default_rng(5).gamma(4.0, 10.0, 3000)
+    direct = verdict.resampled_percentiles(values, 90, 2000, np.random.default_rng(1))
+    monkeypatch.setattr(verdict, "DIRECT_CELLS", 0)
+    drawn = verdict.resampled_percentiles(values, 90, 2000, np.random.default_rng(1))
+    lo_d, hi_d = np.percentile(direct, [2.5, 97.5])
+    lo_o, hi_o = np.percentile(drawn, [2.5, 97.5])
+    width = hi_d - lo_d
+    assert abs(lo_o - lo_d) < 0.15 * width and abs(hi_o - hi_d) < 0.15 * width
+    assert abs(np.median(drawn) - np.percentile(values, 90)) < 0.1 * width
+
+
+def test_a_100k_request_baseline_is_judged_in_bounded_memory() -> None:
+    """Resampling 100k requests 2000 times held 3.2 GB per percentile (4.8 GB peak for a vLLM
+    baseline); the order-statistic draw peaked at 17 MB here (tracemalloc, 2026-12-07).
+    The bound leaves a 6x margin and fails the old way by 30x."""
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+
+    def big(scale: float) -> Side:
+        samples = {c: rng.gamma(4.0, scale, 100_000) for c in ("ttft_ms", "tpot_ms")}
+        return Side(({"output_throughput": 1.0},), (samples,))
+
+    a, b = big(10.0), big(20.0)
+    tracemalloc.start()
+    try:
+        case = judge_case("c=64", a, b)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 100e6, peak
+    assert case.of("p90_tpot_ms").verdict == "slower"  # type: ignore[union-attr]
+    assert "order statistic" in case.of("p90_tpot_ms").test  # type: ignore[union-attr]

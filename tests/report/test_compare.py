@@ -124,3 +124,45 @@ def test_trials_listing_skips_failed_trials_and_needs_one(tmp_path: Path) -> Non
     assert len(load_trials(save_trials(tmp_path / "some", [1.0, 2.0, 3.0], failed=1))) == 2
     with pytest.raises(RequestError, match="no succeeded trials"):
         load_trials(save_trials(tmp_path / "none", [1.0], failed=1))
+
+
+def test_a_side_whose_validity_failed_says_so_beside_its_numbers(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from inferlab_bench.report.tables import comparison_table
+
+    a = save_case(tmp_path / "a", {"p50_ttft_ms": 40.0}, None)
+    b = save_case(tmp_path / "b", {"p50_ttft_ms": 41.0}, None)
+    (a / "validity.json").write_text(json.dumps({"verdict": "pass", "verdicts": {}}))
+    (b / "validity.json").write_text(
+        json.dumps(
+            {"verdict": "fail", "verdicts": {"client_cost_low": "fail", "cache_cold": "pass"}}
+        )
+    )
+    comparison = compare_cases(load_case(a), load_case(b))
+    assert comparison.validity == ("pass", "fail: client_cost_low")
+    console = Console(width=160, record=True)
+    console.print(comparison_table(comparison, "a", "b"))
+    assert "validity of B: fail: client_cost_low" in console.export_text()
+
+
+def test_two_values_near_zero_are_printed_with_the_digits_that_tell_them_apart(
+    tmp_path: Path,
+) -> None:
+    """Never '0.000 vs 0.000, +13.5%'."""
+    from rich.console import Console
+
+    from inferlab_bench.report.compare import pair_digits
+    from inferlab_bench.report.tables import comparison_table
+
+    assert pair_digits(0.0002, 0.000227) == 5
+    assert pair_digits(40.0, 41.0) == 3 and pair_digits(5.0, 5.0) == 3
+    a = load_trials(save_trials(tmp_path / "a", [10.0, 10.2, 9.9]))
+    b = load_trials(save_trials(tmp_path / "b", [10.1, 10.0, 10.2]))
+    for side, ratio in ((a, 0.000200), (b, 0.000227)):
+        for case in side:
+            case.result.metrics["prompt_cache_read_ratio"] = ratio
+    console = Console(width=200, record=True)
+    console.print(comparison_table(compare_trial_sets(a, b), "a", "b"))
+    line = next(x for x in console.export_text().splitlines() if "prompt_cache_read_ratio" in x)
+    assert "0.00020" in line and "0.00023" in line and "within noise (both ~0)" in line

@@ -27,6 +27,8 @@ def records(
     session_ids: tuple[str, ...] | None = None,
     send_ms: float | np.ndarray | None = 0.5,
     ttft_ms: float = 40.0,
+    itl_ms: float | np.ndarray = 15.0,
+    ttst_ms: float | np.ndarray = 15.0,
 ) -> PhaseRecords:
     n = len(start_ns)
     start = np.asarray(start_ns, dtype=np.int64)
@@ -44,6 +46,8 @@ def records(
         if send_ms is None
         else np.broadcast_to(np.asarray(send_ms, dtype=np.float64), n).copy(),
         ttft_ms=np.full(n, ttft_ms),
+        itl_ms=np.broadcast_to(np.asarray(itl_ms, dtype=np.float64), n).copy(),
+        ttst_ms=np.broadcast_to(np.asarray(ttst_ms, dtype=np.float64), n).copy(),
     )
 
 

@@ -1,4 +1,5 @@
-"""client_cost_low: the client judged by its CPU per request, the run queue and its send delay."""
+"""client_cost_low: the client judged by its CPU per request, its send time and how late it read
+its first token; the run queue is a figure and a sentence."""
 
 from __future__ import annotations
 
@@ -62,10 +63,13 @@ def test_a_spinning_client_fails_its_cpu_per_request() -> None:
     assert cost.cpu_ms_per_request is not None and cost.cpu_ms_per_request > 90
 
 
-def test_more_runnable_tasks_than_cores_on_a_shared_host_is_competition() -> None:
+def test_more_runnable_tasks_than_cores_on_a_shared_host_is_a_fact_not_a_failure() -> None:
+    """Calibrated: a run queue of 1.8-4.7 per core came with client-added TTFT p90 under
+    2 ms (docs/calibration.md), so the queue is said, not failed."""
     cost = assess_client_cost(records(STARTS), usage(0.05, 5))
-    assert checks(cost)["host_runnable_per_core"] is Verdict.FAIL
-    assert cost.competed is True
+    assert "host_runnable_per_core" not in checks(cost)
+    assert cost.client_cost_low is Verdict.PASS
+    assert cost.competed is True and cost.runnable_per_core == 2.5
     assert "share this machine and competed for its cores" in cost.in_words
     elsewhere = assess_client_cost(records(STARTS), usage(0.05, 5, shared=False))
     assert elsewhere.competed is False and "another machine" in elsewhere.in_words
@@ -174,12 +178,47 @@ def test_the_document_carries_the_verdict_and_its_words() -> None:
     )
     doc = assess(records(STARTS), None, facts)
     assert doc.verdicts["client_cost_low"] is Verdict.FAIL
-    assert {c.name for c in doc.failed_checks()} >= {
-        "client_cpu_ms_per_request",
-        "host_runnable_per_core",
-    }
+    assert {c.name for c in doc.failed_checks()} >= {"client_cpu_ms_per_request"}
+    assert (
+        "client_cpu_ms_per_request 93.81 over its bound 50.00"
+        in doc.explanations["client_cost_low"]
+    )
     lines = summary_lines(doc)
     at = next(i for i, x in enumerate(lines) if x.startswith("  client cost low"))
     sentence, figures = lines[at], lines[at + 1]  # the verdict's sentence, then its figures
     assert "competed for its cores" in sentence and "--engine kube" in sentence
     assert figures.strip().startswith("figures:") and "failed: client_cpu_ms_per_request" in figures
+
+
+def test_a_client_that_read_its_first_tokens_together_fails_by_how_late() -> None:
+    """A braked client (frozen 40 ms of every 100) read the first two tokens together on most
+    requests: TTST near 0 against a 15 ms ITL. Each was read at least 15 ms late."""
+    ttst = np.where(np.arange(N) % 3 == 0, 15.0, 0.3)
+    cost = assess_client_cost(records(STARTS, ttst_ms=ttst), usage(0.05, 1))
+    assert checks(cost)["first_token_read_late_p90_ms"] is Verdict.FAIL
+    assert cost.client_cost_low is Verdict.FAIL
+    assert cost.first_token_late_p90_ms == pytest.approx(14.7)
+    assert cost.late_reads == int(np.sum(ttst < 1))
+    assert "read their first token late (by at least 14.7 ms at p90)" in cost.in_words
+
+
+def test_a_punctual_reader_passes_even_with_a_jittery_server() -> None:
+    """TTST above half the ITL is a server's own jitter, not a late read."""
+    ttst = np.where(np.arange(N) % 2 == 0, 9.0, 21.0)
+    cost = assess_client_cost(records(STARTS, ttst_ms=ttst), usage(0.05, 1))
+    assert checks(cost)["first_token_read_late_p90_ms"] is Verdict.PASS
+    assert cost.first_token_late_p90_ms == 0.0
+
+
+def test_the_read_bound_is_five_percent_of_a_long_ttft() -> None:
+    """With a 400 ms TTFT p90, 15 ms late is within max(2 ms, 5%) = 20 ms."""
+    ttst = np.full(N, 0.3)
+    cost = assess_client_cost(records(STARTS, ttst_ms=ttst, ttft_ms=400.0), usage(0.05, 1))
+    read = next(c for c in cost.checks if c.name == "first_token_read_late_p90_ms")
+    assert read.verdict is Verdict.PASS and read.bound == pytest.approx(20.0)
+
+
+def test_no_second_token_leaves_the_read_unknown() -> None:
+    cost = assess_client_cost(records(STARTS, ttst_ms=np.nan), usage(0.05, 1))
+    assert checks(cost)["first_token_read_late_p90_ms"] is Verdict.UNKNOWN
+    assert cost.client_cost_low is Verdict.UNKNOWN

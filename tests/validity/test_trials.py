@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from scipy import stats
 
@@ -66,3 +67,41 @@ def test_summaries_and_comparisons_over_metric_dicts() -> None:
     b = [{"request_throughput": 12.0, "p50_ttft_ms": 5.0}, {"request_throughput": 12.2}]
     assert [s.metric for s in summarize_trials(a)] == ["request_throughput"]
     assert [c.metric for c in compare_trials(a, b)] == ["request_throughput"]
+
+
+def _null_sets(rng: np.random.Generator, metrics: int, trials: int) -> list[dict[str, float]]:
+    return [{f"m{k}": float(rng.normal(100.0, 5.0)) for k in range(metrics)} for _ in range(trials)]
+
+
+def test_null_differences_over_ten_metrics_hold_the_stated_rate() -> None:
+    """400 null comparisons of 3 vs 3 trials over 10 metrics: Holm keeps the share with any
+    metric beyond noise near 5%; Welch alone at 5% per metric flags about a third."""
+    rng = np.random.default_rng(7)
+    any_beyond = any_raw = 0
+    for _ in range(400):
+        a, b = _null_sets(rng, 10, 3), _null_sets(rng, 10, 3)
+        judged = compare_trials(a, b, [f"m{k}" for k in range(10)])
+        any_beyond += any(c.noise == "beyond_noise" for c in judged)
+        any_raw += any(c.p_value is not None and c.p_value < 0.05 for c in judged)
+    assert any_beyond / 400 <= 0.07, any_beyond
+    assert any_raw / 400 > 0.25, any_raw
+
+
+def test_a_real_shift_is_still_found_among_ten_metrics() -> None:
+    rng = np.random.default_rng(3)
+    a, b = _null_sets(rng, 10, 4), _null_sets(rng, 10, 4)
+    for trial in b:
+        trial["m0"] *= 2.0  # twice the decode time
+    judged = {c.metric: c for c in compare_trials(a, b, [f"m{k}" for k in range(10)])}
+    assert judged["m0"].noise == "beyond_noise" and judged["m0"].judged_together == 10
+    assert judged["m0"].adjusted_p_value is not None
+    assert judged["m0"].adjusted_p_value >= (judged["m0"].p_value or 0)
+
+
+def test_two_means_near_zero_are_never_beyond_noise() -> None:
+    """The compare that printed 'prompt_cache_read_ratio 0.000 vs 0.000, +13.5%, beyond noise'."""
+    a = [{"prompt_cache_read_ratio": x} for x in (0.00020, 0.00020, 0.00020)]
+    b = [{"prompt_cache_read_ratio": x} for x in (0.000227, 0.000227, 0.000228)]
+    (c,) = compare_trials(a, b, ["prompt_cache_read_ratio"])
+    assert c.p_value is not None and c.p_value < 1e-3  # the test alone would call it
+    assert c.negligible and c.noise == "within_noise"

@@ -1,0 +1,584 @@
+"""Every judgment scored against known truth: controlled conditions against the simulator.
+
+Each run is an ordinary ``inferlab-bench run`` against ``inferlab-bench simulate`` (its own
+process, ground truth on), under one condition whose true answer is known or measured:
+
+- null: the same server, nothing done to it (quiet, or loaded by whatever else runs here);
+- client-side: a CPU hog on every core; AIPerf's process group braked by a duty-cycled
+  SIGSTOP/SIGCONT (a known share of every period frozen); a rate too high for 2 cores;
+- server-side: twice the decode time; a queue (fewer running sequences than in flight); a
+  prefix cache left warm (the server's reset does nothing and the prompts were sent before).
+
+Per run, the truth is every AIPerf record joined to the server's record by X-Request-ID:
+the client-added latency (client minus server, over the same requests) of TTFT, ITL and E2E
+at p50 and p90, the achieved arrival rate at the server against the plan, the concurrency
+the server held, the cached tokens the first wave found. Each judgment is scored against the
+tolerance it states (``TOLERANCES`` below): a confusion table per verdict, then its false-alarm
+and miss rates with counts. Repeated runs of one condition are also compared with each other
+(``compare``'s Welch test with Holm's correction, ``reproduce``'s bootstrap) to count
+beyond-noise calls of null differences, and against the slower server to count detections.
+
+    python benchmarks/calibrate.py            # every condition (about 25 min on 2 cores)
+    python benchmarks/calibrate.py --quick    # three short runs (the test's mode)
+    python benchmarks/calibrate.py --json out.json   # also every run's figures
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from inferlab_bench.publish.verdict import Side, judge_case
+from inferlab_bench.runs.demo import TOKENIZER_DIR
+from inferlab_bench.validity.trials import compare_trials
+from inferlab_bench.validity.truth import (
+    CLIENT_TOLERANCE,
+    TruthRow,
+    client_distortion,
+    truth_rows,
+)
+
+MODEL = "sim"
+# A server slow enough to look like a GPU: TTFT ~60 ms, ITL ~15 ms, 32 output tokens.
+SERVER = ["--prefill-base-ms", "40", "--prefill-ms-per-token", "0.1", "--decode-base-ms", "15"]
+INPUT_TOKENS, OUTPUT_TOKENS = 200, 32
+RATE_TOLERANCE = 0.05
+"""load_generator_kept_up protects: arrivals at the server within 5% of the planned rate
+(rate shapes), at least 90% of the asked concurrency held at the server (concurrency)."""
+HELD_TOLERANCE = 0.9
+
+
+@dataclass(frozen=True)
+class Condition:
+    name: str
+    kind: str  # null | client | server
+    load: tuple[str, ...]
+    requests: int
+    repeats: int
+    impairment: str = "none"  # none | hog | brake | hog+brake
+    server: tuple[str, ...] = ()
+    reset: bool = False
+    prewarm: bool = False
+
+
+def conditions(quick: bool) -> list[Condition]:
+    c4 = ("--concurrency", "4")
+    if quick:
+        return [
+            Condition("null c=4", "null", c4, 24, 1),
+            Condition("brake 40% c=4", "client", c4, 24, 1, "brake"),
+            Condition("2x decode c=4", "server", c4, 24, 1, server=("--decode-base-ms", "30")),
+        ]
+    p20 = ("--rate", "20")
+    return [
+        Condition("null c=4", "null", c4, 48, 5),
+        Condition("null poisson 20/s", "null", p20, 80, 3),
+        Condition("2x decode c=4", "server", c4, 48, 2, server=("--decode-base-ms", "30")),
+        Condition(
+            "queue c=8 on 2 seqs",
+            "server",
+            ("--concurrency", "8"),
+            48,
+            2,
+            server=("--max-num-seqs", "2"),
+        ),
+        Condition("cold cache c=4", "null", c4, 48, 2, reset=True, prewarm=True),
+        Condition(
+            "warm cache c=4",
+            "server",
+            c4,
+            48,
+            2,
+            server=("--reset-noop",),
+            reset=True,
+            prewarm=True,
+        ),
+        Condition("CPU hog c=4", "client", c4, 48, 2, "hog"),
+        Condition("brake 40% c=4", "client", c4, 48, 2, "brake"),
+        Condition("brake 40% poisson 20/s", "client", p20, 80, 2, "brake"),
+        Condition("hog poisson 250/s", "client", ("--rate", "250"), 400, 2, "hog"),
+    ]
+
+
+@dataclass
+class Run:
+    condition: str
+    kind: str
+    load_1min: float
+    seconds: float
+    verdicts: dict[str, str]
+    checks: dict[str, str]
+    truth: dict[str, Any]
+    true_state: dict[str, bool]
+    runnable_per_core: float | None
+    metrics: dict[str, float] = field(repr=False, default_factory=dict)
+    samples: dict[str, list[float]] = field(repr=False, default_factory=dict)
+
+
+class Simulator:
+    """``inferlab-bench simulate`` in its own process, its ground truth read per run."""
+
+    def __init__(self, workdir: Path, extra: tuple[str, ...]) -> None:
+        self.truth = workdir / "truth.jsonl"
+        command = [sys.executable, "-m", "inferlab_bench", "simulate", "--port", "0"]
+        command += ["--tokenizer", TOKENIZER_DIR, "--ground-truth", str(self.truth)]
+        command += ["--model", MODEL, "--reset-endpoint", "vllm", *SERVER, *extra]
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            if found := re.search(r"http://127\.0\.0\.1:\d+", line):
+                self.url = found.group(0)
+                threading.Thread(target=self._drain, daemon=True).start()
+                return
+        raise SystemExit("the simulator did not start")
+
+    def _drain(self) -> None:
+        assert self.process.stdout is not None
+        for _ in self.process.stdout:
+            pass
+
+    def offset(self) -> int:
+        return len(self.truth.read_bytes().splitlines()) if self.truth.exists() else 0
+
+    def rows_since(self, offset: int) -> list[dict[str, Any]]:
+        lines = self.truth.read_bytes().splitlines()[offset:]
+        return [r for r in map(orjson.loads, filter(None, lines)) if r.get("kind") == "request"]
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def hog(active: bool) -> Iterator[None]:
+    """One busy process per core while the block runs."""
+    procs = (
+        [
+            subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for _ in range(os.cpu_count() or 1)
+        ]
+        if active
+        else []
+    )
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+class Brake(threading.Thread):
+    """Freeze AIPerf's process group for ``share`` of every ``period`` s (SIGSTOP/SIGCONT)."""
+
+    def __init__(self, parent: int, share: float = 0.4, period: float = 0.1) -> None:
+        super().__init__(daemon=True)
+        self.parent, self.share, self.period = parent, share, period
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        group = None
+        while not self.done.is_set():
+            group = group or aiperf_group(self.parent)
+            if group is None:
+                time.sleep(0.05)
+                continue
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGSTOP)
+                time.sleep(self.share * self.period)
+                os.killpg(group, signal.SIGCONT)
+            time.sleep((1 - self.share) * self.period)
+        if group is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGCONT)
+
+
+def aiperf_group(parent: int) -> int | None:
+    """The process group of the AIPerf child of ``parent`` (its own group), once started."""
+    own = os.getpgid(parent)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(stat[1]) == parent and int(stat[2]) != own:
+                return int(stat[2])
+    return None
+
+
+def run_case(
+    sim: Simulator, condition: Condition, out: Path, impair: bool = True
+) -> tuple[Path, list[dict[str, Any]], float] | None:
+    """One run under the condition; None when the case failed (said on stderr, not scored)."""
+    command = [sys.executable, "-m", "inferlab_bench", "run", "--url", sim.url, "--model", MODEL]
+    command += ["--tokenizer", TOKENIZER_DIR, "--random-input-tokens", str(INPUT_TOKENS)]
+    command += ["--random-output-tokens", str(OUTPUT_TOKENS), *condition.load]
+    command += ["--requests", str(condition.requests), "--out", str(out), "--json"]
+    command += ["--budget", "900"]
+    if condition.reset:
+        command += ["--reset-prefix-cache", "vllm"]
+    offset = sim.offset()
+    started = time.monotonic()
+    with hog(impair and "hog" in condition.impairment):
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        brake = Brake(proc.pid) if impair and "brake" in condition.impairment else None
+        if brake:
+            brake.start()
+        _, err = proc.communicate()
+        if brake:
+            brake.done.set()
+            brake.join()
+    if not (out / "validity.json").is_file():
+        tail = err.decode(errors="replace").strip().splitlines()[-1:]
+        print(f"failed: {condition.name}: no validity.json ({' '.join(tail)})", file=sys.stderr)
+        return None
+    time.sleep(0.2)
+    return out, sim.rows_since(offset), time.monotonic() - started
+
+
+def score(condition: Condition, out: Path, server: list[dict[str, Any]], seconds: float) -> Run:
+    validity = json.loads((out / "validity.json").read_text())
+    result = json.loads((out / "result.json").read_text())
+    client = [
+        r
+        for r in map(orjson.loads, (out / "aiperf" / "profile.jsonl").read_bytes().splitlines())
+        if r["metadata"]["benchmark_phase"] == "profiling"
+    ]
+    rows = truth_rows(client, server)
+    distortion = client_distortion(rows)
+    load = load_truth(condition, rows, validity)
+    cache = cache_truth(rows, condition)
+    cost = validity.get("client_cost") or {}
+    checks = {
+        c["name"]: c["verdict"]
+        for part in ("client_cost", "dispatch")
+        for c in (validity.get(part) or {}).get("checks", [])
+    }
+    truth = {**distortion.figures(), **load, "first_wave_cached_tokens": cache}
+    true_state = {
+        "client_cost_low": distortion.beyond_tolerance,
+        "load_generator_kept_up": load["beyond_tolerance"],
+        "cache_cold": bool(cache > 0),
+        "requests_succeeded": bool(any(r.status != 200 for r in rows) or len(rows) < len(client)),
+    }
+    true_state["verdict"] = any(true_state.values())
+    return Run(
+        condition=condition.name,
+        kind=condition.kind,
+        load_1min=os.getloadavg()[0],
+        seconds=seconds,
+        verdicts={**validity["verdicts"], "verdict": validity["verdict"]},
+        checks=checks,
+        truth=truth,
+        true_state=true_state,
+        runnable_per_core=cost.get("runnable_per_core"),
+        metrics=result.get("metrics") or {},
+        samples={
+            "ttft_ms": [r.client_ttft_ms for r in rows],
+            "tpot_ms": [r.client_itl_ms for r in rows],
+            "request_latency_ms": [r.client_e2e_ms for r in rows],
+        },
+    )
+
+
+def load_truth(
+    condition: Condition, rows: list[TruthRow], validity: dict[str, Any]
+) -> dict[str, Any]:
+    """What the server saw of the load: its arrival rate against the plan, or concurrency held."""
+    arrivals = np.sort([r.arrival_ns for r in rows]).astype(np.float64)
+    ends = np.asarray([r.end_ns for r in rows], dtype=np.float64)
+    if "--rate" in condition.load:
+        planned = float(condition.load[condition.load.index("--rate") + 1])
+        achieved = (len(arrivals) - 1) / ((arrivals[-1] - arrivals[0]) / 1e9)
+        # The rate's own sampling error (CV 1 / sqrt(n - 1), 3 sigmas) is no distortion.
+        band = max(RATE_TOLERANCE, 3.0 / np.sqrt(len(arrivals) - 1))
+        error = achieved / planned - 1.0
+        return {
+            "server_rate": float(achieved),
+            "rate_error": float(error),
+            "beyond_tolerance": bool(abs(error) > band),
+        }
+    asked = int(condition.load[condition.load.index("--concurrency") + 1])
+    starts = np.asarray([r.arrival_ns for r in rows], dtype=np.float64)
+    lo, hi = arrivals[asked - 1], arrivals[-1]
+    overlap = np.clip(np.minimum(ends, hi) - np.maximum(starts, lo), 0, None)
+    held = float(overlap.sum() / (hi - lo)) / asked
+    return {"server_held_ratio": held, "beyond_tolerance": bool(held < HELD_TOLERANCE)}
+
+
+def cache_truth(rows: list[TruthRow], condition: Condition) -> int:
+    """Cached prompt tokens the first wave found (after a reset that worked: none)."""
+    if not condition.reset:
+        return 0
+    wave = int(condition.load[condition.load.index("--concurrency") + 1])
+    first = sorted(rows, key=lambda r: r.arrival_ns)[:wave]
+    return sum(r.cached_tokens for r in first)
+
+
+JUDGMENTS = (
+    "client_cost_low",
+    "load_generator_kept_up",
+    "cache_cold",
+    "requests_succeeded",
+    "verdict",
+)
+
+
+def rule_before(run: Run) -> str:
+    """client_cost_low as judged until this calibration: CPU per request, send time and the
+    run queue (no read-late check)."""
+    old = [run.checks.get(name) for name in ("client_cpu_ms_per_request", "send_time_p95_ms")]
+    if "fail" in old or (run.runnable_per_core or 0.0) > 1.0:
+        return "fail"
+    return "pass" if all(v == "pass" for v in old) else "unknown"
+
+
+def confusion(runs: list[Run], judgment: str, before: bool = False) -> list[str]:
+    lines = [
+        f"{judgment}{' (rule before calibration)' if before else ''}",
+        f"  {'condition':<26}{'load1':>6}  {'true state':<12}verdict",
+    ]
+    alarms = misses = nulls = positives = 0
+    for run in runs:
+        if judgment == "client_cost_low" and before:
+            said = rule_before(run)
+        else:
+            said = run.verdicts.get(judgment, "absent")
+        bad = run.true_state[judgment]
+        lines.append(
+            f"  {run.condition:<26}{run.load_1min:>6.2f}  "
+            f"{'distorted' if bad else 'within tol':<12}{said}"
+        )
+        if said not in ("pass", "fail"):
+            continue
+        if bad:
+            positives += 1
+            misses += said == "pass"
+        else:
+            nulls += 1
+            alarms += said == "fail"
+    lines.append(
+        f"  false alarms {alarms}/{nulls} ({_rate(alarms, nulls)}), "
+        f"misses {misses}/{positives} ({_rate(misses, positives)})"
+    )
+    return lines
+
+
+CLIENT_CHECKS = (
+    "client_cpu_ms_per_request",
+    "send_time_p95_ms",
+    "first_token_read_late_p90_ms",
+    "dispatch_delay_p95_ms",
+)
+
+
+def check_rates(runs: list[Run]) -> list[str]:
+    """Each check alone against the client-added latency's truth: which ones carry the verdict."""
+    lines = ["each check alone against client-added latency (false alarms, misses)"]
+    for check in CLIENT_CHECKS:
+        said = [(run.checks.get(check), run.true_state["client_cost_low"]) for run in runs]
+        judged = [(v, bad) for v, bad in said if v in ("pass", "fail")]
+        alarms = sum(v == "fail" and not bad for v, bad in judged)
+        misses = sum(v == "pass" and bad for v, bad in judged)
+        nulls = sum(not bad for _, bad in judged)
+        positives = len(judged) - nulls
+        lines.append(f"  {check:<30} false alarms {alarms}/{nulls}, misses {misses}/{positives}")
+    return lines
+
+
+def _rate(k: int, n: int) -> str:
+    return "n/a" if n == 0 else f"{k / n:.0%}"
+
+
+def noise_calls(runs: list[Run]) -> list[str]:
+    """Null pairs and 2x-decode pairs through compare's and reproduce's tests."""
+    by: dict[str, list[Run]] = {}
+    for run in runs:
+        by.setdefault(run.condition, []).append(run)
+    lines = ["beyond noise (null: repeated runs of one condition; alt: 2x decode vs null c=4)"]
+    one = [0, 0]
+    two = [0, 0]
+    for name, group in by.items():
+        if group[0].kind != "null" or len(group) < 2:
+            continue
+        for a, b in itertools.combinations(group, 2):
+            _add(one, reproduce_calls([a], [b]))
+        for left, right in disjoint_pairs(len(group)):
+            _add(two, reproduce_calls([group[i] for i in left], [group[i] for i in right]))
+        if len(group) >= 4:
+            half = len(group) // 2
+            noise = compare_trials(
+                [r.metrics for r in group[:half]], [r.metrics for r in group[half : 2 * half]]
+            )
+            beyond = sum(n.noise == "beyond_noise" for n in noise)
+            lines.append(
+                f"  compare {name}: {half} vs {half} trials, beyond noise "
+                f"{beyond}/{len(noise)} metrics (Holm)"
+            )
+    lines.append(
+        f"  reproduce, null, 1 vs 1 trial: faster/slower in {one[0]}/{one[1]} metric "
+        f"comparisons ({_rate(*one)})"
+    )
+    lines.append(
+        f"  reproduce, null, 2 vs 2 trials: faster/slower in {two[0]}/{two[1]} ({_rate(*two)})"
+    )
+    slow, base = by.get("2x decode c=4", []), by.get("null c=4", [])
+    for label, pairs in (
+        ("1 vs 1", [([a], [b]) for a, b in itertools.product(base, slow)]),
+        ("2 vs 2", [(base[:2], slow[:2])] if len(base) >= 2 and len(slow) >= 2 else []),
+    ):
+        hits = total = 0
+        for a_runs, b_runs in pairs:
+            verdict = judge_case("c=4", sides(a_runs), sides(b_runs))
+            for metric in ("p50_tpot_ms", "p90_tpot_ms", "p50_request_latency_ms"):
+                found = verdict.of(metric)
+                total += 1
+                hits += found is not None and found.verdict == "slower"
+        lines.append(f"  reproduce, 2x decode, {label}: slower in {hits}/{total} TPOT/E2E")
+    return lines
+
+
+def _add(total: list[int], found: tuple[int, int]) -> None:
+    total[0] += found[0]
+    total[1] += found[1]
+
+
+def disjoint_pairs(n: int) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Every two disjoint pairs of run indices (each unordered couple once)."""
+    pairs = list(itertools.combinations(range(n), 2))
+    return [(a, b) for a, b in itertools.combinations(pairs, 2) if not set(a) & set(b)]
+
+
+def sides(runs: list[Run]) -> Side:
+    samples = tuple(
+        {k: np.asarray(v, dtype=np.float64) for k, v in run.samples.items()} for run in runs
+    )
+    return Side(metrics=tuple(run.metrics for run in runs), samples=samples)
+
+
+def reproduce_calls(a: list[Run], b: list[Run]) -> tuple[int, int]:
+    verdict = judge_case("null", sides(a), sides(b))
+    judged = [m for m in verdict.metrics if m.verdict != "not comparable"]
+    return sum(m.verdict in ("faster", "slower") for m in judged), len(judged)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="three short runs")
+    parser.add_argument("--json", type=Path, help="write every run's figures here")
+    parser.add_argument("--only", nargs="+", help="run only conditions whose name has these words")
+    parser.add_argument("--keep", type=Path, help="keep every run's folder here")
+    parser.add_argument(
+        "--report",
+        type=Path,
+        nargs="+",
+        help="print the tables from --json files of earlier sessions instead of running",
+    )
+    args = parser.parse_args()
+    if args.report:
+        saved = [Run(**row) for path in args.report for row in json.loads(path.read_text())]
+        print(report(saved, sum(r.seconds for r in saved)))
+        return
+    chosen = [
+        c for c in conditions(args.quick) if not args.only or any(w in c.name for w in args.only)
+    ]
+    # A stop (SIGTERM) unwinds like Ctrl-C: the simulator and the hogs are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    runs: list[Run] = []
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="calibrate-") as scratch:
+        tmp = args.keep or Path(scratch)
+        for i, condition in enumerate(chosen):
+            work = Path(tmp) / f"cond-{i}"
+            work.mkdir(parents=True)
+            sim = Simulator(work, condition.server)
+            try:
+                if condition.prewarm:
+                    run_case(sim, condition, work / "prewarm", impair=False)
+                for k in range(condition.repeats):
+                    done = run_case(sim, condition, work / f"run-{k}")
+                    if done is None:
+                        continue
+                    out, server, seconds = done
+                    runs.append(score(condition, out, server, seconds))
+                    if args.json:  # after every run: a long session interrupted keeps its runs
+                        args.json.write_text(json.dumps([asdict(r) for r in runs], default=float))
+                    print(
+                        f"done: {condition.name} #{k + 1} ({seconds:.0f} s, "
+                        f"load {runs[-1].load_1min:.2f})",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+            finally:
+                sim.stop()
+    print(report(runs, time.monotonic() - began))
+
+
+def client_state(run: Run) -> bool:
+    """Client-added latency beyond ``CLIENT_TOLERANCE``, from a run's figures (truth
+    percentile = client percentile - added, over the same requests)."""
+    for metric, column in (("ttft", "ttft_ms"), ("itl", "tpot_ms"), ("e2e", "request_latency_ms")):
+        values = np.asarray(run.samples[column], dtype=np.float64)
+        values = values[np.isfinite(values)]
+        floor = CLIENT_TOLERANCE.itl_floor_ms if metric == "itl" else CLIENT_TOLERANCE.floor_ms
+        for q in (50, 90):
+            added = run.truth[f"{metric}_p{q}_ms"]
+            truth = float(np.percentile(values, q)) - added
+            if added > max(floor, CLIENT_TOLERANCE.relative * truth):
+                return True
+    return False
+
+
+def report(runs: list[Run], seconds: float) -> str:
+    tol = CLIENT_TOLERANCE
+    for run in runs:  # judged against today's tolerance, whenever the run was made
+        run.true_state["client_cost_low"] = client_state(run)
+        run.true_state["verdict"] = any(v for k, v in run.true_state.items() if k != "verdict")
+    lines = [
+        f"calibration {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: {len(runs)} runs, "
+        f"{seconds / 60:.1f} min, {os.cpu_count()} cores",
+        f"tolerances: client-added TTFT/E2E p50,p90 <= max({tol.floor_ms:g} ms, "
+        f"{tol.relative:.0%}), ITL p50,p90 <= max({tol.itl_floor_ms:g} ms, {tol.relative:.0%}); "
+        f"server arrival rate within max(5%, 3/sqrt(n-1)); held concurrency >= 90%; "
+        "no cached tokens in the first wave after a reset",
+        "",
+        f"  {'condition':<26}{'load1':>6}  {'TTFT p50/p90 +ms':>18}{'ITL p50/p90 +ms':>17}"
+        f"{'E2E p50/p90 +ms':>17}  {'rate/held':>9}  runq/core",
+    ]
+    for run in runs:
+        t = run.truth
+        dist = "".join(
+            f"{t[f'{m}_p50_ms']:>+8.2f}/{t[f'{m}_p90_ms']:<+8.2f}" for m in ("ttft", "itl", "e2e")
+        )
+        rate = t.get("rate_error", t.get("server_held_ratio"))
+        runq = "-" if run.runnable_per_core is None else f"{run.runnable_per_core:.2f}"
+        lines.append(f"  {run.condition:<26}{run.load_1min:>6.2f}  {dist} {rate:>+9.3f}  {runq}")
+    for judgment in JUDGMENTS:
+        lines += ["", *confusion(runs, judgment)]
+        if judgment == "client_cost_low":
+            lines += ["", *confusion(runs, judgment, before=True)]
+    lines += ["", *check_rates(runs), "", *noise_calls(runs)]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
