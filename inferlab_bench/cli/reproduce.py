@@ -38,8 +38,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--dataset", help="with --reprepare: the dataset file to prepare from")
     parser.add_argument(
         "--baseline",
-        help="also judge against a peer's result file (vllm bench serve JSON, GuideLLM "
-        "benchmarks.json)",
+        help="also judge against a peer's result file (GuideLLM JSON/YAML, vllm bench serve "
+        "or sweep JSON, SGLang bench_serving JSONL, AIPerf's export)",
     )
     parser.add_argument(
         "--tolerance",
