@@ -71,7 +71,7 @@ class _Search:
         plan = aiperf_config.build_plan(
             first,
             aiperf_dir=first.artifact_dir / "aiperf",
-            timeout_seconds=first.case_budget_seconds,
+            timeout_seconds=interrupts.clamped(first.case_budget_seconds),
         )
         return AiperfPlanner(plan.config, self.spec, self.slo)
 
