@@ -255,3 +255,13 @@ def gpt2_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> str:
     directory = tmp_path_factory.mktemp("gpt2-tokenizer")
     fast.save_pretrained(directory)
     return str(directory)
+
+
+@pytest.fixture
+def locator(request: pytest.FixtureRequest) -> str:
+    """The tokenizer directory of a parametrized name (qwen2, llama3, gpt2, word-fallback)."""
+    name = request.param
+    if name == "qwen2":
+        return QWEN_DIR
+    fixture = {"llama3": "llama3_tokenizer", "gpt2": "gpt2_tokenizer"}.get(name, "word_tokenizer")
+    return str(request.getfixturevalue(fixture))

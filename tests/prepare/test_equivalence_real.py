@@ -14,7 +14,7 @@ from inferlab_bench.prepare.stage import run_prepare
 from inferlab_bench.prepare.tokens.tokenize import ChatTokenizer
 from inferlab_bench.prepare.tokentable import TokenTable
 from inferlab_bench.prepare.write import Entry, population_bytes
-from tests.prepare.conftest import QWEN_DIR, REAL_SAMPLE, convo, prep_request
+from tests.prepare.conftest import REAL_SAMPLE, convo, prep_request
 from tests.prepare.reference import reference_select
 
 ADVERSARIAL = [
@@ -43,15 +43,6 @@ def _records() -> list[Any]:
 
 
 TOKENIZERS = ["qwen2", "llama3", "gpt2", "word-fallback"]
-
-
-@pytest.fixture
-def locator(request: pytest.FixtureRequest) -> str:
-    name = request.param
-    if name == "qwen2":
-        return QWEN_DIR
-    fixture = {"llama3": "llama3_tokenizer", "gpt2": "gpt2_tokenizer"}.get(name, "word_tokenizer")
-    return str(request.getfixturevalue(fixture))
 
 
 @pytest.mark.parametrize("locator", TOKENIZERS, indirect=True)

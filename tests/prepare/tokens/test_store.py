@@ -22,15 +22,6 @@ from tests.prepare.test_equivalence_real import ADVERSARIAL, TOKENIZERS
 REPO = Path(__file__).resolve().parents[3]
 
 
-@pytest.fixture
-def locator(request: pytest.FixtureRequest) -> str:
-    name = request.param
-    if name == "qwen2":
-        return QWEN_DIR
-    fixture = {"llama3": "llama3_tokenizer", "gpt2": "gpt2_tokenizer"}.get(name, "word_tokenizer")
-    return str(request.getfixturevalue(fixture))
-
-
 def _chats() -> list[list[dict[str, str]]]:
     """Every candidate input of the real sample and of adversarial conversations."""
     records = json.loads(REAL_SAMPLE.read_text())
