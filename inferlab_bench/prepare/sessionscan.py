@@ -1,0 +1,218 @@
+"""The tokenizer's side of ``sharegpt-multi-turn-v1``: every conversation's session on both
+cores, then the exact per-turn counts of the chosen sessions.
+
+The scan applies ``sessions.choose_session`` with the single-request machinery: one
+``PrefixCounter`` per conversation (each message is tokenized once, however many turns'
+histories contain it; bounds prove most inputs fit and most targets have two tokens
+without encoding them), in forked workers that inherit the parsed-on-read records and the
+loaded tokenizer (as ``table`` does). A row keeps the record's byte range, not its text.
+
+The chosen sessions are then rendered and encoded turn by turn: turn k's input (the
+history with the generation prompt) and turn k-1's full context (its input plus its reply,
+rendered as an assistant message without the generation prompt); the reusable prefix is
+the tokens they share from the start (``sessions.reusable_prefix``), so it is what the
+chat template and tokenizer give, not an estimate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from inferlab_bench.errors import TokenizerError
+from inferlab_bench.prepare.materialize import (
+    Conversation,
+    Reason,
+    parse_conversation,
+    source_id,
+)
+from inferlab_bench.prepare.sessions import (
+    Session,
+    TargetCheck,
+    choose_session,
+    reusable_prefix,
+    turn_input_end,
+)
+from inferlab_bench.prepare.sharegpt import Records
+from inferlab_bench.prepare.tokens.counting import count_on_all_cores, quiet_tokenizers
+from inferlab_bench.prepare.tokens.tokenize import ChatTokenizer, PrefixCounter, TokenRate
+from inferlab_bench.progress import NULL_PROGRESS, ProgressSink
+
+_CHUNK = 512
+
+
+@dataclass(frozen=True)
+class ScanRow:
+    """One record's outcome: its session's length and byte range, or why it has none."""
+
+    index: int
+    source_id: str
+    reason: str | None
+    turns: int = 0
+    record_start: int = -1
+    record_stop: int = -1
+
+
+def scan(
+    records: Records,
+    tok: ChatTokenizer,
+    max_input: int,
+    fixed_output: int | None,
+    progress: ProgressSink = NULL_PROGRESS,
+    workers: int | None = None,
+) -> list[ScanRow]:
+    """Rows for every record, in file order; structural rejects never reach the tokenizer."""
+    spans = [range(i, min(i + _CHUNK, len(records))) for i in range(0, len(records), _CHUNK)]
+    rows: list[ScanRow] = []
+    progress.begin("tokenizing conversations (sessions)", len(records), unit="conversations")
+    for chunk in _scan_all(records, spans, tok, max_input, fixed_output, workers):
+        rows.extend(chunk)
+        progress.advance(len(chunk))
+    progress.end()
+    return rows
+
+
+_WORKER: dict[str, Any] = {}
+
+
+def _scan_all(
+    records: Records,
+    spans: list[range],
+    tok: ChatTokenizer,
+    max_input: int,
+    fixed_output: int | None,
+    workers: int | None,
+) -> Iterator[list[ScanRow]]:
+    count = workers or min(len(os.sched_getaffinity(0)), 8)
+    if count <= 1 or len(spans) <= 1:
+        for span in spans:
+            yield _scan_span(records, tok, max_input, fixed_output, span)
+        return
+    tok.ready()
+    tok.make_bounds()
+    _WORKER.update(records=records, tok=tok, max_input=max_input, fixed_output=fixed_output)
+    context = multiprocessing.get_context("fork")
+    try:
+        with context.Pool(count, initializer=quiet_tokenizers) as pool:
+            yield from pool.imap(_scan_inherited, spans)
+    finally:
+        _WORKER.clear()
+
+
+def _scan_inherited(span: range) -> list[ScanRow]:
+    w = _WORKER
+    return _scan_span(w["records"], w["tok"], w["max_input"], w["fixed_output"], span)
+
+
+def _scan_span(
+    records: Records, tok: ChatTokenizer, max_input: int, fixed_output: int | None, span: range
+) -> list[ScanRow]:
+    rows = []
+    rate = TokenRate()
+    check = target_check(tok, fixed_output)
+    for index in span:
+        record = records[index]  # parsed here, in the worker (see sharegpt.Records)
+        parsed = parse_conversation(index, record)
+        if isinstance(parsed, Reason):
+            rows.append(ScanRow(index, source_id(index, record), parsed.value))
+            continue
+        outcome = choose_session(parsed, PrefixCounter(tok, rate), check, max_input)
+        if isinstance(outcome, Session):
+            start, stop = records.span(index)
+            rows.append(ScanRow(index, parsed.source_id, None, outcome.turns, start, stop))
+        else:
+            rows.append(ScanRow(index, parsed.source_id, outcome))
+    return rows
+
+
+def target_check(tok: ChatTokenizer, fixed_output: int | None) -> TargetCheck:
+    """The token part of a target's checks (its text is known non-blank): at least one
+    token, and at least two without a fixed output length; counted only when the lower
+    bound does not prove it."""
+
+    def check(target: str) -> Reason | None:
+        needed = 1 if fixed_output is not None else 2
+        if tok.target_at_least(target) >= needed:
+            return None
+        count = tok.count_texts([target])[0]
+        if count == 0:
+            return Reason.EMPTY_ASSISTANT_TARGET
+        if count < needed:
+            return Reason.TARGET_SHORTER_THAN_TWO_TOKENS
+        return None
+
+    return check
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One turn of a chosen session, every count exact."""
+
+    session: int
+    turn: int
+    conversation: Conversation
+    input_tokens: int
+    reusable_prefix_tokens: int
+    target_tokens: int
+
+    @property
+    def messages(self) -> list[dict[str, str]]:
+        return self.conversation.chat(turn_input_end(self.turn))
+
+    @property
+    def target(self) -> str:
+        return self.conversation.messages[turn_input_end(self.turn)][1]
+
+    @property
+    def target_sha256(self) -> str:
+        return hashlib.sha256(self.target.encode("utf-8")).hexdigest()
+
+
+def count_turns(
+    tok: ChatTokenizer,
+    chosen: list[tuple[Conversation, int]],
+    max_input: int,
+    fixed_output: int | None,
+) -> list[Turn]:
+    """The turns of the chosen (conversation, turns) sessions in order, counted exactly:
+    inputs and previous contexts encoded in one batch, targets on every core."""
+    inputs, contexts, targets = [], [], []
+    for conversation, turns in chosen:
+        for k in range(turns):
+            end = turn_input_end(k)
+            inputs.append(tok.render(conversation.chat(end)))
+            if k + 1 < turns:
+                contexts.append(tok.render_context(conversation.chat(end + 1)))
+            targets.append(conversation.messages[end][1])
+    ids = tok.encode_ids(inputs + contexts)
+    input_ids, context_ids = iter(ids[: len(inputs)]), iter(ids[len(inputs) :])
+    target_counts = iter(count_on_all_cores(tok, targets))
+    found = []
+    for session, (conversation, turns) in enumerate(chosen):
+        previous: list[int] = []
+        for k in range(turns):
+            current = next(input_ids)
+            shared = reusable_prefix(previous, current) if k else 0
+            turn = Turn(session, k, conversation, len(current), shared, next(target_counts))
+            _check(turn, max_input, fixed_output)
+            found.append(turn)
+            if k + 1 < turns:
+                previous = next(context_ids)
+    return found
+
+
+def _check(turn: Turn, max_input: int, fixed_output: int | None) -> None:
+    """The scan proved every turn fits and every target long enough; the exact counts must
+    agree, else a bound (or this module) is wrong and nothing is frozen."""
+    short = turn.target_tokens < (1 if fixed_output is not None else 2)
+    if turn.input_tokens > max_input or short:
+        raise TokenizerError(
+            f"record {turn.conversation.index} turn {turn.turn}: exact counts (input "
+            f"{turn.input_tokens} of at most {max_input}, target {turn.target_tokens}) "
+            "contradict the scan that admitted it; this is a bug in "
+            "inferlab_bench/prepare/sessionscan.py or prepare/tokens/bounds.py"
+        )
