@@ -44,6 +44,7 @@ def prepare_sessions(
     progress: ProgressSink,
     started: float,
 ) -> BenchDatasetPreparationResult:
+    scan_started = time.monotonic()
     source = dataset_source(request)
     max_input, fixed_output = source.max_input_tokens, source.output_tokens
     tok = ChatTokenizer(request.model.locator, template_kwargs(request))  # loads on a thread
@@ -63,7 +64,7 @@ def prepare_sessions(
     turns = count_turns(tok, sessions, max_input, fixed_output)
     lengths = [_output_length(t, fixed_output) for t in turns]
     timings = {
-        "tokenize_seconds": scanned - started,
+        "tokenize_seconds": scanned - scan_started,
         "total_seconds": time.monotonic() - started,
     }
     manifest = _manifest(request, acquired, records.source_format, len(sessions), timings)
