@@ -110,27 +110,47 @@ def _ids(tok: Any, messages: list[dict[str, str]], *, prompt: bool) -> list[int]
 def test_turn_counts_and_reusable_prefix_equal_the_template_on_real_text(
     locator: str, dataset: Any, tmp_path: Path
 ) -> None:
-    records = json.loads(REAL_SAMPLE.read_text())
+    _check_against_the_template(json.loads(REAL_SAMPLE.read_text()), locator, dataset, tmp_path)
+
+
+@pytest.mark.skipif(
+    not REAL_17671.is_file(), reason="../shared/tools/real-sharegpt has not written the file"
+)
+@pytest.mark.parametrize("locator", ["qwen2", "gpt2"], indirect=True)
+def test_the_same_on_a_slice_of_the_real_17671(locator: str, dataset: Any, tmp_path: Path) -> None:
+    records = json.loads(REAL_17671.read_bytes())[5000:5400]
+    _check_against_the_template(records, locator, dataset, tmp_path, sessions=20)
+
+
+def _check_against_the_template(
+    records: list[Any], locator: str, dataset: Any, tmp_path: Path, sessions: int = 8
+) -> None:
+    """Every turn's line and evidence of a conversation population prepared from
+    ``records`` against ``apply_chat_template(tokenize=True)`` and the records."""
     source, catalog = dataset(records)
     out = tmp_path / "out"
     out.mkdir()
-    request = sessions_request(source, catalog, out, locator=locator, required=8, max_input=1024)
+    request = sessions_request(
+        source, catalog, out, locator=locator, required=sessions, max_input=1024
+    )
     result = run_prepare(request, catalog_dir=catalog)
     assert result.status is ClientStatus.SUCCEEDED, result.error
     assert result.materialization_identity == MATERIALIZATION_IDENTITY
     population, evidence = lines(out / "population.jsonl"), lines(out / "population-evidence.jsonl")
     assert result.population is not None and result.population.entries == len(population)
-    assert len(population) == len(evidence) > 16  # 8 sessions of at least 2 turns
+    assert len(population) == len(evidence) >= 2 * sessions  # at least 2 turns each
     tok = AutoTokenizer.from_pretrained(locator)
-    sessions: list[str] = []
+    seen: list[str] = []
     previous_context: list[int] = []
+    before_turn = -1
     for position, (line, facts) in enumerate(zip(population, evidence, strict=True)):
         assert facts["position"] == position and line["session_id"] == facts["session_id"]
         if facts["turn"] == 0:
-            assert facts["session_id"] == f"inferlab-{len(sessions):08d}"
-            sessions.append(facts["session_id"])
+            assert facts["session_id"] == f"inferlab-{len(seen):08d}"
+            seen.append(facts["session_id"])
         else:
-            assert facts["session_id"] == sessions[-1]  # consecutive, in turn order
+            assert facts["session_id"] == seen[-1]  # consecutive, in turn order
+            assert facts["turn"] == before_turn + 1
         messages = line["messages"]
         assert len(messages) == 2 * facts["turn"] + 1 and messages[-1]["role"] == "user"
         assert set(line) == {"extra", "messages", "output_length", "session_id"}  # no delay
@@ -144,12 +164,13 @@ def test_turn_counts_and_reusable_prefix_equal_the_template_on_real_text(
         reply = record[2 * facts["turn"] + 1]["value"]
         context = [*messages, {"role": "assistant", "content": reply}]
         previous_context = _ids(tok, context, prompt=False)
+        before_turn = facts["turn"]
         assert facts["target_tokens"] == len(tok(reply, add_special_tokens=False)["input_ids"])
-    assert len(sessions) == 8
+    assert len(seen) == sessions
     for before, facts in zip(evidence, evidence[1:], strict=False):
         if facts["turn"] == 0:
             continue
-        if "qwen" in locator:
+        if locator == QWEN_DIR:
             # Qwen3's template renders the latest reply after an empty think block, and
             # earlier replies without it: only the previous input is reusable.
             assert facts["reusable_prefix_tokens"] == before["input_tokens"]
