@@ -294,3 +294,25 @@ def test_the_command_line_prepares_sessions(dataset: Any, tmp_path: Path) -> Non
     evidence = lines(out / "population-evidence.jsonl")
     assert len({f["session_id"] for f in evidence}) == 3
     assert recorded["population"]["entries"] == len(evidence)
+    saved = json.loads((out / "prepare-request.json").read_text())
+    assert saved["request_source"]["catalog"]["materialization_identity"] == (
+        MATERIALIZATION_IDENTITY
+    )
+    # The saved v6 request replays in JSON mode to the same bytes.
+    saved["artifact_dir"] = str(tmp_path / "replay")
+    (tmp_path / "replay").mkdir()
+    (tmp_path / "replay.json").write_text(json.dumps(saved))
+    replay = subprocess.run(
+        [
+            *(sys.executable, "-m", "inferlab_bench", "prepare"),
+            *("--input", str(tmp_path / "replay.json"), "--output", str(tmp_path / "r.json")),
+            *("--catalog-dir", str(out / "catalog")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert replay.returncode == 0, replay.stderr
+    replayed = json.loads((tmp_path / "r.json").read_text())
+    assert replayed["population"]["sha256"] == recorded["population"]["sha256"]
