@@ -12,6 +12,9 @@ history with the generation prompt) and turn k-1's full context (its input plus 
 rendered as an assistant message without the generation prompt); the reusable prefix is
 the tokens they share from the start (``sessions.reusable_prefix``), so it is what the
 chat template and tokenizer give, not an estimate.
+
+The scan's rows are cached (``store_scan``: JSON, keyed by everything they depend on), so a
+preparation with another seed or size reads them instead of scanning the file again.
 """
 
 from __future__ import annotations
@@ -19,11 +22,16 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import orjson
+
+from inferlab_bench.atomic import write_bytes_atomic
 from inferlab_bench.errors import TokenizerError
+from inferlab_bench.prepare.cache import cache_home
 from inferlab_bench.prepare.materialize import (
     Conversation,
     Reason,
@@ -31,6 +39,7 @@ from inferlab_bench.prepare.materialize import (
     source_id,
 )
 from inferlab_bench.prepare.sessions import (
+    MATERIALIZATION_IDENTITY,
     Session,
     TargetCheck,
     choose_session,
@@ -55,6 +64,63 @@ class ScanRow:
     turns: int = 0
     record_start: int = -1
     record_stop: int = -1
+
+
+SCAN_VERSION = 1
+"""Bumped whenever a session rule or the scan file changes: older files are not read."""
+
+
+def scan_key(
+    dataset_sha256: str,
+    tokenizer_fingerprint: str,
+    max_input_tokens: int,
+    fixed_output: int | None,
+    template_kwargs: Mapping[str, Any],
+) -> str:
+    """Everything the scan's rows depend on, hashed (the fixed output length too: it decides
+    whether a one-token target ends a session)."""
+    facts = {
+        "dataset_sha256": dataset_sha256,
+        "tokenizer": tokenizer_fingerprint,
+        "max_input_tokens": max_input_tokens,
+        "fixed_output": fixed_output,
+        "chat_template_kwargs": dict(template_kwargs),
+        "materialization": MATERIALIZATION_IDENTITY,
+        "scan_version": SCAN_VERSION,
+    }
+    return hashlib.sha256(orjson.dumps(facts, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def scan_path(key: str) -> Path:
+    return cache_home() / "session-scans" / f"{key}.v{SCAN_VERSION}.json"
+
+
+def load_scan(key: str) -> tuple[list[ScanRow], str] | None:
+    """The cached rows and the source format they were read from, or None when absent or
+    not exactly such a file (it is then scanned again)."""
+    try:
+        data = orjson.loads(scan_path(key).read_bytes())
+        rows = [_row(raw) for raw in data["rows"]]
+        source_format = data["source_format"]
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
+    return (rows, source_format) if isinstance(source_format, str) else None
+
+
+def _row(raw: Any) -> ScanRow:
+    index, sid, reason, turns, start, stop = raw
+    numbers = (index, turns, start, stop)
+    if not all(type(n) is int for n in numbers) or not isinstance(sid, str):
+        raise ValueError("not a scan row")
+    if reason is not None and not isinstance(reason, str):
+        raise ValueError("not a scan row")
+    return ScanRow(index, sid, reason, turns, start, stop)
+
+
+def store_scan(key: str, rows: list[ScanRow], source_format: str) -> None:
+    """Written whole or not at all (``atomic``)."""
+    data = {"source_format": source_format, "rows": [list(r.__dict__.values()) for r in rows]}
+    write_bytes_atomic(scan_path(key), orjson.dumps(data))
 
 
 def scan(

@@ -6,7 +6,8 @@ session consecutive and in order, sharing the session id of the session's positi
 sample; each line is the AIPerf ``mooncake_trace`` request of a single-request population
 (the whole history in ``messages``, no ``delay``: think time belongs to the case). The
 evidence has one line per turn with its counts and reusable prefix (``sessionscan``).
-There is no token table cache for sessions yet: every preparation scans the file.
+The scan's rows are cached (``sessionscan.store_scan``): another seed or size reads them
+and only tokenizes the chosen sessions.
 """
 
 from __future__ import annotations
@@ -23,7 +24,15 @@ from inferlab_bench.prepare.acquire import Acquired
 from inferlab_bench.prepare.materialize import Conversation, output_length, parse_conversation
 from inferlab_bench.prepare.select import select
 from inferlab_bench.prepare.sessions import MATERIALIZATION_IDENTITY, SCHEMA_VERSION
-from inferlab_bench.prepare.sessionscan import ScanRow, Turn, count_turns, scan
+from inferlab_bench.prepare.sessionscan import (
+    ScanRow,
+    Turn,
+    count_turns,
+    load_scan,
+    scan,
+    scan_key,
+    store_scan,
+)
 from inferlab_bench.prepare.sharegpt import read_records, read_spans
 from inferlab_bench.prepare.stage import Census, dataset_source, result, template_kwargs
 from inferlab_bench.prepare.tokens import ChatTokenizer, fingerprint
@@ -47,11 +56,20 @@ def prepare_sessions(
     scan_started = time.monotonic()
     source = dataset_source(request)
     max_input, fixed_output = source.max_input_tokens, source.output_tokens
-    tok = ChatTokenizer(request.model.locator, template_kwargs(request))  # loads on a thread
-    progress.begin("reading dataset", None, unit="")
-    records = read_records(acquired.path)
-    progress.end()
-    rows = scan(records.records, tok, max_input, fixed_output, progress)
+    kwargs = template_kwargs(request)
+    tok = ChatTokenizer(request.model.locator, kwargs)  # loads on a thread
+    tokenizer_id = fingerprint(request.model.locator)
+    key = scan_key(acquired.sha256, tokenizer_id, max_input, fixed_output, kwargs)
+    cached = load_scan(key)
+    if cached is None:
+        progress.begin("reading dataset", None, unit="")
+        records = read_records(acquired.path)
+        progress.end()
+        rows = scan(records.records, tok, max_input, fixed_output, progress)
+        source_format: str = records.source_format
+        store_scan(key, rows, source_format)
+    else:
+        rows, source_format = cached
     scanned = time.monotonic()
     admitted = _census(rows, census)
     chosen = select(
@@ -67,7 +85,9 @@ def prepare_sessions(
         "tokenize_seconds": scanned - scan_started,
         "total_seconds": time.monotonic() - started,
     }
-    manifest = _manifest(request, acquired, records.source_format, len(sessions), timings)
+    manifest = _manifest(request, acquired, source_format, len(sessions), timings)
+    manifest |= {"tokenizer_fingerprint": tokenizer_id, "session_scan_key": key}
+    manifest["session_scan_cache_hit"] = cached is not None
     pairs = list(zip(turns, lengths, strict=True))
     written = write_files(
         request.artifact_dir,
@@ -145,7 +165,6 @@ def _manifest(
         "source_digest": acquired.digest_source,
         "source_format_read": source_format,
         "tokenizer_locator": request.model.locator,
-        "tokenizer_fingerprint": fingerprint(request.model.locator),
         "seed": request.seed,
         "required_entries": request.required_entries,
         "sessions": sessions,

@@ -196,7 +196,7 @@ def test_a_long_middle_turn_ends_the_session_before_it(dataset: Any, tmp_path: P
     assert turns == {"a": 2, "b": 2}
 
 
-def test_population_is_byte_identical_across_runs_and_worker_counts(
+def test_population_is_byte_identical_across_runs_worker_counts_and_the_scan_cache(
     dataset: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     source, catalog = dataset(json.loads(REAL_SAMPLE.read_text()))
@@ -224,10 +224,27 @@ def test_population_is_byte_identical_across_runs_and_worker_counts(
     one = scan(records, ChatTokenizer(QWEN_DIR), 1024, None, workers=1)
     two = scan(records, ChatTokenizer(QWEN_DIR), 1024, None, workers=2)
     assert one == two and any(r.reason is None for r in one)
-    other = tmp_path / "out-seed"
-    other.mkdir()
-    run_prepare(sessions_request(source, catalog, other, required=10, seed=8), catalog_dir=catalog)
-    assert (other / "population.jsonl").read_bytes() != digests[0]
+
+    def again(name: str, cache: str, seed: int) -> tuple[bytes, bool]:
+        """A run in an existing (or new) cache: its population and whether it read the scan."""
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / cache))
+        out = tmp_path / name
+        out.mkdir()
+        request = sessions_request(source, catalog, out, required=10, seed=seed)
+        result = run_prepare(request, catalog_dir=catalog)
+        assert result.population is not None, result.error
+        manifest = json.loads((out / "preparation-manifest.json").read_text())
+        return (out / "population.jsonl").read_bytes(), manifest["session_scan_cache_hit"]
+
+    assert manifests[1]["session_scan_cache_hit"] is False
+    assert again("warm", "cache-1", 7) == (digests[0], True)
+    warm_other = again("warm-other", "cache-1", 8)
+    assert warm_other[1] is True and warm_other[0] != digests[0]
+    assert again("cold-other", "cache-2", 8) == (warm_other[0], False)
+    for damaged in (tmp_path / "cache-1").rglob("*.json"):
+        if damaged.parent.name == "session-scans":
+            damaged.write_bytes(b'{"source_format": "json-array", "rows": [[1, 2]]}')
+    assert again("rescanned", "cache-1", 7) == (digests[0], False)
 
 
 # --- bad input --------------------------------------------------------------------------
