@@ -245,30 +245,68 @@ def count_turns(
     fixed_output: int | None,
 ) -> list[Turn]:
     """The turns of the chosen (conversation, turns) sessions in order, counted exactly:
-    inputs and previous contexts encoded in one batch, targets on every core."""
-    inputs, contexts, targets = [], [], []
+    inputs and targets on every core, reusable prefixes by ``shared_prefixes``."""
+    inputs, targets, pairs = [], [], []
     for conversation, turns in chosen:
         for k in range(turns):
             end = turn_input_end(k)
             inputs.append(tok.render(conversation.chat(end)))
-            if k + 1 < turns:
-                contexts.append(tok.render_context(conversation.chat(end + 1)))
+            if k:  # the previous turn's input and reply, as the server holds them
+                pairs.append((tok.render_context(conversation.chat(end - 1)), inputs[-1]))
             targets.append(conversation.messages[end][1])
-    ids = tok.encode_ids(inputs + contexts)
-    input_ids, context_ids = iter(ids[: len(inputs)]), iter(ids[len(inputs) :])
-    target_counts = iter(count_on_all_cores(tok, targets))
+    counts = count_on_all_cores(tok, inputs + targets)
+    input_counts, target_counts = iter(counts[: len(inputs)]), iter(counts[len(inputs) :])
+    shared_at = iter(shared_prefixes(tok, pairs))
     found = []
     for session, (conversation, turns) in enumerate(chosen):
-        previous: list[int] = []
         for k in range(turns):
-            current = next(input_ids)
-            shared = reusable_prefix(previous, current) if k else 0
-            turn = Turn(session, k, conversation, len(current), shared, next(target_counts))
+            shared = next(shared_at) if k else 0
+            turn = Turn(session, k, conversation, next(input_counts), shared, next(target_counts))
             _check(turn, max_input, fixed_output)
             found.append(turn)
-            if k + 1 < turns:
-                previous = next(context_ids)
     return found
+
+
+def shared_prefixes(tok: ChatTokenizer, pairs: list[tuple[str, str]]) -> list[int]:
+    """``reusable_prefix(ids(previous), ids(current))`` of each (previous, current) text
+    pair, without encoding whole texts when the tokenizer's cut at added tokens is mirrored
+    (``ChatTokenizer.pieces``): the identical leading pieces count as they are (segments
+    counted once each, an added token as one), and only the first two pieces after them on
+    each side are encoded to find where the ids part. When that cannot settle it (the ids
+    agree to the end of what was encoded while both texts go on), or the cut is not
+    mirrored, both whole texts are encoded."""
+    plans: list[tuple[list[tuple[str, bool]], list[str], list[str], bool, bool] | None] = []
+    for previous, current in pairs:
+        a, b = tok.pieces(previous), tok.pieces(current)
+        if a is None or b is None:
+            plans.append(None)
+            continue
+        n = 0
+        while n < len(a) and n < len(b) and a[n] == b[n]:
+            n += 1
+        rest_a, rest_b = [p for p, _ in a[n : n + 2]], [p for p, _ in b[n : n + 2]]
+        plans.append((a[:n], rest_a, rest_b, len(a) > n + 2, len(b) > n + 2))
+    leading = sorted({p for plan in plans if plan for p, added in plan[0] if not added})
+    counted = dict(zip(leading, tok.count_texts(leading), strict=True))
+    parts = sorted({p for plan in plans if plan for p in plan[1] + plan[2]})
+    encoded = dict(zip(parts, tok.encode_ids(parts), strict=True))
+    found: list[int | None] = []
+    for plan in plans:
+        if plan is None:
+            found.append(None)
+            continue
+        lead, rest_a, rest_b, more_a, more_b = plan
+        base = sum(1 if added else counted[p] for p, added in lead)
+        ids_a = [i for p in rest_a for i in encoded[p]]
+        ids_b = [i for p in rest_b for i in encoded[p]]
+        shared = reusable_prefix(ids_a, ids_b)
+        settled = (shared < len(ids_a) or not more_a) and (shared < len(ids_b) or not more_b)
+        found.append(base + shared if settled else None)
+    unsettled = [i for i, n in enumerate(found) if n is None]
+    whole = tok.encode_ids([text for i in unsettled for text in pairs[i]])
+    for j, i in enumerate(unsettled):
+        found[i] = reusable_prefix(whole[2 * j], whole[2 * j + 1])
+    return [n for n in found if n is not None]
 
 
 def _check(turn: Turn, max_input: int, fixed_output: int | None) -> None:

@@ -20,7 +20,7 @@ from inferlab_bench.prepare.sessions import (
     choose_session,
     reusable_prefix,
 )
-from inferlab_bench.prepare.sessionscan import scan
+from inferlab_bench.prepare.sessionscan import scan, shared_prefixes
 from inferlab_bench.prepare.sharegpt import read_records
 from inferlab_bench.prepare.stage import run_prepare
 from inferlab_bench.prepare.tokens.tokenize import ChatTokenizer
@@ -106,7 +106,7 @@ def _ids(tok: Any, messages: list[dict[str, str]], *, prompt: bool) -> list[int]
     return list(encoded)
 
 
-@pytest.mark.parametrize("locator", ["qwen2", "llama3", "gpt2"], indirect=True)
+@pytest.mark.parametrize("locator", ["qwen2", "llama3", "gpt2", "word-fallback"], indirect=True)
 def test_turn_counts_and_reusable_prefix_equal_the_template_on_real_text(
     locator: str, dataset: Any, tmp_path: Path
 ) -> None:
@@ -245,6 +245,35 @@ def test_population_is_byte_identical_across_runs_worker_counts_and_the_scan_cac
         if damaged.parent.name == "session-scans":
             damaged.write_bytes(b'{"source_format": "json-array", "rows": [[1, 2]]}')
     assert again("rescanned", "cache-1", 7) == (digests[0], False)
+
+
+@pytest.mark.parametrize("locator", ["qwen2", "llama3", "gpt2", "word-fallback"], indirect=True)
+def test_shared_prefixes_by_pieces_equal_whole_encodes(locator: str) -> None:
+    tok = ChatTokenizer(locator)
+    texts = [
+        m["value"] for r in json.loads(REAL_SAMPLE.read_text())[:12] for m in r["conversations"]
+    ]
+    marks = ["<|im_start|>", "<|im_end|>", "<|eot_id|>", "<s>", "</s>", "<think>", "\n\n"]
+    pairs = []
+    for i, text in enumerate(texts):
+        cut = text[: len(text) // 2]
+        mark = marks[i % len(marks)]
+        other = marks[(i + 1) % len(marks)]
+        pairs += [
+            (text, text),
+            (cut, text),  # one text a prefix of the other: ids agree to the shorter's end
+            (text, cut),
+            (cut + mark + "tail one", cut + mark + "tail two"),
+            (cut + mark, cut + other + text),
+            (mark + cut, mark + cut + " " + mark),
+            (cut + mark + cut + other, cut + mark + cut + other + "x"),
+            ("", text),
+            # Different texts, the same ids (NFC) while both go on: encoded whole.
+            ("\u00e9" + mark + "x" + other + "y", "e\u0301" + mark + "x" + other + "z"),
+        ]
+    ids = tok.encode_ids([t for pair in pairs for t in pair])
+    expected = [reusable_prefix(ids[2 * i], ids[2 * i + 1]) for i in range(len(pairs))]
+    assert shared_prefixes(tok, pairs) == expected
 
 
 # --- bad input --------------------------------------------------------------------------

@@ -316,6 +316,24 @@ class ChatTokenizer:
         self.ready()
         return None if self._splitter is None else cut_at_added(self._splitter, text)
 
+    def pieces(self, text: str) -> list[tuple[str, bool]] | None:
+        """``text`` cut as ``split_segments`` cuts it, keeping the added tokens in place:
+        ``(piece, is_added_token)`` in order, empty segments left out. The text's ids are
+        then the concatenation of each piece's ids encoded alone; None as for
+        ``split_segments``."""
+        self.ready()
+        if self._splitter is None:
+            return None
+        found, position = [], 0
+        for match in self._splitter.finditer(text):
+            if match.start() > position:
+                found.append((text[position : match.start()], False))
+            found.append((match.group(), True))
+            position = match.end()
+        if position < len(text):
+            found.append((text[position:], False))
+        return found
+
 
 def fingerprint(locator: str) -> str:
     """sha256 over the tokenizer's files (they hold the chat template) and library versions.
