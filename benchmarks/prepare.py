@@ -16,6 +16,11 @@ our tokenizing workers are forked children), checks that the reference, cold and
 populations are byte-identical and the census equal, and prints the ratios. The same v6
 request goes to both.
 
+``--sessions TRIALS`` times something else: cold preparations of a conversation population
+(``sharegpt-multi-turn-v1``, ``--entries`` sessions) and of the single-request population of
+the same file, alternated TRIALS times each, every run from an empty cache, with the load
+average around each run and the ratio of the medians.
+
 ``--baseline DIR`` also times another checkout of ours (e.g. ``git archive`` of main into a
 temporary directory) in the same run: its cold row right after ours, and its warm trials
 alternated with ours, so that both see the same load on a shared host (``baseline_*``
@@ -43,11 +48,21 @@ sys.path.insert(0, str(REPO))
 IL05_VENV = REPO.parent / "shared" / "tools" / "il05-venv"
 
 
-def _request(source: Path, sha256: str, out: Path, args: argparse.Namespace, seed: int) -> Path:
-    """A v6 preparation request as JSON (catalog facts: the file's own sha256)."""
+def _request(
+    source: Path,
+    sha256: str,
+    out: Path,
+    args: argparse.Namespace,
+    seed: int,
+    materialization: str | None = None,
+) -> Path:
+    """A v6 preparation request as JSON (catalog facts: the file's own sha256; another
+    ``materialization`` names one of our extensions, e.g. a conversation population)."""
     from tests.prepare.conftest import QWEN_DIR, catalog_entry
 
     entry = catalog_entry(sha256, "http://127.0.0.1:9/unused")
+    if materialization is not None:
+        entry["materialization_identity"] = materialization
     request = {
         "protocol_version": "6",
         "model": {"locator": args.tokenizer or QWEN_DIR, "served_name": "m"},
@@ -169,11 +184,19 @@ def main() -> None:
         type=Path,
         help="another checkout of ours to time alongside, interleaved (e.g. main's)",
     )
+    parser.add_argument(
+        "--sessions",
+        type=int,
+        metavar="TRIALS",
+        help="instead: cold conversation population (sharegpt-multi-turn-v1, --entries "
+        "sessions) vs cold single-request prepare of the same file, alternated, TRIALS each",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="inferlab-bench-prepare-"))
     try:
-        print(json.dumps(_run(work, args), indent=2))
+        run = _sessions_run if args.sessions else _run
+        print(json.dumps(run(work, args), indent=2))
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -217,6 +240,43 @@ def _run(work: Path, args: argparse.Namespace) -> dict[str, Any]:
             rows[f"{side}_{name}"] = _median_trial(trials[side])
     rows["load_average_after"] = os.getloadavg()
     return _checks(rows)
+
+
+def _sessions_run(work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Cold single-request and cold conversation preparations of one file, alternated so
+    that both see the same load, each from an empty cache (token table, kept tokenizer);
+    the medians, their ratio, and the load average around every trial."""
+    from inferlab_bench.prepare.sessions import MATERIALIZATION_IDENTITY
+    from tests.prepare.conftest import write_catalog
+
+    source = args.dataset.resolve()
+    sha256 = hashlib.sha256(source.read_bytes()).hexdigest()
+    catalog = write_catalog(work / "catalog", sha256, "http://127.0.0.1:9/unused")
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(REPO)}
+    compileall.compile_dir(REPO / "inferlab_bench", quiet=1)
+    kinds = {"single_request": None, "sessions": MATERIALIZATION_IDENTITY}
+    trials: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
+    for trial in range(max(1, args.sessions)):
+        for kind, identity in kinds.items():
+            run_env = {**env, "XDG_CACHE_HOME": str(work / f"{kind}-cache-{trial}")}
+            request = _request(source, sha256, work / f"{kind}_{trial}", args, 1, identity)
+            before = os.getloadavg()[0]
+            figures = _ours(request, run_env, catalog, args.entry)
+            figures["load_average"] = [round(before, 2), round(os.getloadavg()[0], 2)]
+            trials[kind].append(figures)
+    rows: dict[str, Any] = {"dataset": str(source), "entries": args.entries}
+    for kind in kinds:
+        rows[kind] = _median_trial(trials[kind])
+        rows[f"{kind}_load_averages"] = [t["load_average"] for t in trials[kind]]
+    rows["ratio_of_medians"] = round(
+        rows["sessions"]["seconds"] / rows["single_request"]["seconds"], 2
+    )
+    rows["ratio_per_trial"] = [
+        round(s["seconds"] / r["seconds"], 2)
+        for s, r in zip(trials["sessions"], trials["single_request"], strict=True)
+    ]
+    rows["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return rows
 
 
 def _checks(rows: dict[str, Any]) -> dict[str, Any]:

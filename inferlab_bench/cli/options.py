@@ -266,6 +266,7 @@ _HUMAN_PREPARE = (
     "entries",
     "max_input_tokens",
     "output_tokens",
+    "sessions",
     "seed",
     "chat_template_kwargs",
     "out",
@@ -302,6 +303,7 @@ class PrepareFlags(FlagModel):
     seed: Seed = 0
     chat_template_kwargs: JsonObject | None = None
     out: WritableDir | None = None
+    sessions: bool = False
     as_json: bool = False
 
 

@@ -17,6 +17,7 @@ import orjson
 from inferlab_bench.cli.flags import bind, with_flags
 from inferlab_bench.cli.options import PrepareFlags
 from inferlab_bench.layout import CATALOG_DIR_ENV
+from inferlab_bench.prepare.sessions import MATERIALIZATION_IDENTITY as SESSIONS
 
 if TYPE_CHECKING:
     from inferlab_bench.protocol import BenchDatasetPreparationResult
@@ -45,6 +46,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     human.add_argument("--seed", help="seed of the sample (default 0)")
     human.add_argument("--chat-template-kwargs", help="JSON object passed to the chat template")
     human.add_argument("--out", help="output directory")
+    human.add_argument(
+        "--sessions",
+        action="store_true",
+        help="a conversation population (sharegpt-multi-turn-v1): --entries counts sessions, "
+        "one line per turn with its whole history",
+    )
     human.add_argument("--json", dest="as_json", action="store_true", help="print the result JSON")
     bind(parser, run)
 
@@ -104,6 +111,7 @@ def run_human(flags: PrepareFlags) -> int:
             seed=flags.seed,
             out=out,
             request_body={"chat_template_kwargs": kwargs} if kwargs else {},
+            materialization=SESSIONS if flags.sessions else None,
         )
         result = prepare_and_save(request, choice, stderr_progress())
     except OSError as exc:
@@ -127,8 +135,10 @@ def _render(result: BenchDatasetPreparationResult, note: str, *, as_json: bool) 
         return EXIT_FAILED
     if not as_json and result.population is not None:
         print(f"dataset: {note}")
+        admitted = "sessions" if result.materialization_identity == SESSIONS else "entries"
         print(
-            f"admitted {result.admitted_entries} of {result.candidate_entries} conversations; "
+            f"admitted {result.admitted_entries} {admitted} of {result.candidate_entries} "
+            "conversations; "
             f"ineligible: {dict(result.ineligible_reasons)}"
         )
         if result.input_tokens and result.output_tokens:
@@ -140,8 +150,9 @@ def _render(result: BenchDatasetPreparationResult, note: str, *, as_json: bool) 
                 f"output tokens min {result.output_tokens.minimum} "
                 f"mean {result.output_tokens.mean:.1f} max {result.output_tokens.maximum}"
             )
+        lines = "turns" if result.materialization_identity == SESSIONS else "entries"
         print(
-            f"population: {result.population.path} ({result.population.entries} entries, "
+            f"population: {result.population.path} ({result.population.entries} {lines}, "
             f"sha256 {result.population.sha256})"
         )
     return 0

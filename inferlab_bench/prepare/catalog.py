@@ -27,6 +27,13 @@ COMPARED_FIELDS = (
 )
 
 
+EXTENSION_MATERIALIZATIONS: dict[str, tuple[str, ...]] = {
+    "sharegpt-single-request-v1": ("sharegpt-multi-turn-v1",),
+}
+"""Our own materializations (not protocol v6's) of a source catalogued under the key: a
+request's catalog may name one of them instead of the entry's identity."""
+
+
 class CatalogEntry(BaseModel):
     """One dataset as the release knows it."""
 
@@ -82,5 +89,9 @@ def check_request_catalog(requested: BenchDatasetCatalogInput, entry: CatalogEnt
     """Every catalogued fact in the request must equal the release catalog's."""
     for field in COMPARED_FIELDS:
         asked, known = getattr(requested, field), getattr(entry, field)
+        if field == "materialization_identity" and asked in EXTENSION_MATERIALIZATIONS.get(
+            known, ()
+        ):
+            continue
         if asked != known:
             raise CatalogMismatchError(field, asked, known)

@@ -28,6 +28,7 @@ from inferlab_bench.prepare.materialize import (
     parse_conversation,
 )
 from inferlab_bench.prepare.select import select
+from inferlab_bench.prepare.sessions import MATERIALIZATION_IDENTITY as SESSIONS_IDENTITY
 from inferlab_bench.prepare.sharegpt import read_records, read_spans
 from inferlab_bench.prepare.tokens import ChatTokenizer, fingerprint
 from inferlab_bench.prepare.tokentable import TokenTable
@@ -45,7 +46,7 @@ from inferlab_bench.versions import handshake_facts
 
 
 @dataclass
-class _Census:
+class Census:
     """Counts over the whole file, filled in as soon as they are known."""
 
     candidates: int = 0
@@ -80,7 +81,7 @@ def run_prepare(
     catalog_dir: Path | None = None,
 ) -> BenchDatasetPreparationResult:
     """Run preparation; always returns a result (failures carry the error and counts)."""
-    census = _Census()
+    census = Census()
     # SIGTERM/SIGINT at any point (download, tokenization) end in a failed result; the
     # download's temp file and the pool's workers are cleaned up on the way out.
     with interrupts.guard("preparation") as guard:
@@ -88,20 +89,24 @@ def run_prepare(
             return _run(request, census, progress, catalog_dir)
         except InferlabError as exc:
             with guard.deferred():
-                return _result(request, census, ClientStatus.FAILED, error=str(exc))
+                return result(request, census, ClientStatus.FAILED, error=str(exc))
 
 
 def _run(
     request: BenchDatasetPreparationRequest,
-    census: _Census,
+    census: Census,
     progress: ProgressSink,
     catalog_dir: Path | None,
 ) -> BenchDatasetPreparationResult:
-    """The six steps, in order."""
+    """The six steps, in order (a conversation population's in ``sessionstage``)."""
     started = time.monotonic()
     acquired = _acquire(request, catalog_dir, progress)
+    if materialization(request) == SESSIONS_IDENTITY:
+        from inferlab_bench.prepare.sessionstage import prepare_sessions
+
+        return prepare_sessions(request, census, acquired, progress, started)
     table = _token_table(request, acquired, progress)
-    admitted = _census(table.table, _dataset_source(request).output_tokens, census)
+    admitted = _census(table.table, dataset_source(request).output_tokens, census)
     chosen = _select(request, admitted, census)
     counted = _count(request, table, chosen, acquired.path)
     return _write(request, census, acquired, table, counted, started)
@@ -112,14 +117,23 @@ def _acquire(
 ) -> Acquired:
     """The verified source file, once the request's catalog facts check out; the outputs
     of an earlier preparation in the artifact directory are removed first."""
-    source = _dataset_source(request)
+    source = dataset_source(request)
     entry = load_entry(source.dataset.value, catalog_dir)
     check_request_catalog(source.catalog, entry)
     remove_stale(request.artifact_dir)
     return acquire(entry, request.source_path, progress)
 
 
-def _dataset_source(request: BenchDatasetPreparationRequest) -> DatasetSource:
+def materialization(request: BenchDatasetPreparationRequest) -> str:
+    """The materialization the request asks for: its catalog's identity (the catalog check
+    admits our extensions, ``catalog.EXTENSION_MATERIALIZATIONS``)."""
+    source = request.request_source
+    if isinstance(source, DatasetSource):
+        return source.catalog.materialization_identity
+    return MATERIALIZATION_IDENTITY
+
+
+def dataset_source(request: BenchDatasetPreparationRequest) -> DatasetSource:
     if not isinstance(request.request_source, DatasetSource):
         raise RequestError(
             "request_source: preparation needs a dataset source, found kind 'random'",
@@ -128,7 +142,7 @@ def _dataset_source(request: BenchDatasetPreparationRequest) -> DatasetSource:
     return request.request_source
 
 
-def _template_kwargs(request: BenchDatasetPreparationRequest) -> dict[str, Any]:
+def template_kwargs(request: BenchDatasetPreparationRequest) -> dict[str, Any]:
     kwargs = request.request_body.get("chat_template_kwargs", {})
     if not isinstance(kwargs, dict):
         raise RequestError(
@@ -143,8 +157,8 @@ def _token_table(
     """The cached token table for this source, tokenizer and limit, else one built now
     (the real tokenizer over every conversation) and cached."""
     started = time.monotonic()
-    max_input = _dataset_source(request).max_input_tokens
-    kwargs = _template_kwargs(request)
+    max_input = dataset_source(request).max_input_tokens
+    kwargs = template_kwargs(request)
     tokenizer_id = fingerprint(request.model.locator)
     tokenizers = Tokenizers(request.model.locator, kwargs, tokenizer_id)
     key = tokencache.table_key(acquired.sha256, tokenizer_id, max_input, kwargs)
@@ -164,7 +178,7 @@ def _token_table(
     return _Table(table, key, False, source.source_format, tokenizers, seconds)
 
 
-def _census(table: TokenTable, fixed_output: int | None, census: _Census) -> list[tuple[int, str]]:
+def _census(table: TokenTable, fixed_output: int | None, census: Census) -> list[tuple[int, str]]:
     """Apply the last rule (short targets) and count everything; return admitted (i, id)."""
     reasons = list(table.reason)
     if fixed_output is None:
@@ -182,7 +196,7 @@ def _census(table: TokenTable, fixed_output: int | None, census: _Census) -> lis
 
 
 def _select(
-    request: BenchDatasetPreparationRequest, admitted: list[tuple[int, str]], census: _Census
+    request: BenchDatasetPreparationRequest, admitted: list[tuple[int, str]], census: Census
 ) -> list[int]:
     """The table positions of the seeded choice; too few admitted entries fail here."""
     chosen = select(request.seed, admitted, request.required_entries)
@@ -199,7 +213,7 @@ def _count(
     (``store``), after one admitted conversation of each input length has verified its
     template plan (``_verify_plans``)."""
     rows = _chosen_rows(table.table, chosen, source)
-    max_input = _dataset_source(request).max_input_tokens
+    max_input = dataset_source(request).max_input_tokens
     counted = complete_counts(rows, table.tokenizers, max_input)
     completed = with_counts(table.table, counted)
     if completed is not None:
@@ -212,7 +226,7 @@ def _count(
 
 def _write(
     request: BenchDatasetPreparationRequest,
-    census: _Census,
+    census: Census,
     acquired: Acquired,
     table: _Table,
     counted: _Counted,
@@ -220,11 +234,18 @@ def _write(
 ) -> BenchDatasetPreparationResult:
     """The population and its evidence (the manifest) in the artifact directory, and the
     result that describes them."""
-    entries = _entries(table.table, counted.chosen, _dataset_source(request).output_tokens)
+    entries = _entries(table.table, counted.chosen, dataset_source(request).output_tokens)
     timings = {"tokenize_seconds": table.seconds, "total_seconds": time.monotonic() - started}
     manifest = _manifest(request, acquired, table, counted, timings)
     written = write_outputs(request.artifact_dir, entries, manifest)
-    return _result(request, census, ClientStatus.SUCCEEDED, entries=entries, written=written)
+    return result(
+        request,
+        census,
+        ClientStatus.SUCCEEDED,
+        inputs=[e.input_tokens for e in entries],
+        outputs=[e.output_length for e in entries],
+        written=written,
+    )
 
 
 def _chosen_rows(table: TokenTable, chosen: list[int], source: Path) -> list[Chosen]:
@@ -313,34 +334,36 @@ def _summary(values: list[int]) -> BenchTokenCountSummary:
     )
 
 
-def _result(
+def result(
     request: BenchDatasetPreparationRequest,
-    census: _Census,
+    census: Census,
     status: ClientStatus,
     *,
-    entries: list[Entry] | None = None,
+    inputs: list[int] | None = None,
+    outputs: list[int] | None = None,
     written: Written | None = None,
     error: str | None = None,
 ) -> BenchDatasetPreparationResult:
+    """The result; ``inputs`` and ``outputs`` are per population line (request)."""
     population = None
-    if written is not None and entries:
+    if written is not None and inputs and outputs:
         population = BenchPopulationInput(
             path=written.population,
             sha256=written.sha256,
-            entries=len(entries),
-            tpot_applicable=all(e.output_length >= 2 for e in entries),
+            entries=len(inputs),
+            tpot_applicable=all(n >= 2 for n in outputs),
         )
     return BenchDatasetPreparationResult(
         status=status,
-        materialization_identity=MATERIALIZATION_IDENTITY,
+        materialization_identity=materialization(request),
         requested_entries=request.required_entries,
         candidate_entries=census.candidates,
         admitted_entries=census.admitted,
         ineligible_entries=census.candidates - census.admitted,
         ineligible_reasons=census.reasons,
         population=population,
-        input_tokens=_summary([e.input_tokens for e in entries]) if entries else None,
-        output_tokens=_summary([e.output_length for e in entries]) if entries else None,
+        input_tokens=_summary(inputs) if inputs else None,
+        output_tokens=_summary(outputs) if outputs else None,
         evidence_path=written.evidence if written is not None else None,
         error=error,
     )

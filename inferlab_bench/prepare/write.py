@@ -33,11 +33,17 @@ class Entry:
 
 def population_line(position: int, entry: Entry) -> bytes:
     """Compact, keys sorted, UTF-8 as is: the exact bytes AIPerf reads."""
+    return request_line(position, entry.messages, entry.output_length)
+
+
+def request_line(session: int, messages: list[dict[str, str]], output_length: int) -> bytes:
+    """One request of session ``session`` (a single request is a session of one; each turn
+    of a conversation population is one line with the whole history)."""
     record = {
-        "extra": {"ignore_eos": True, "min_tokens": entry.output_length},
-        "messages": entry.messages,
-        "output_length": entry.output_length,
-        "session_id": session_id(position),
+        "extra": {"ignore_eos": True, "min_tokens": output_length},
+        "messages": messages,
+        "output_length": output_length,
+        "session_id": session_id(session),
     }
     return orjson.dumps(record, option=orjson.OPT_SORT_KEYS) + b"\n"
 
@@ -75,10 +81,17 @@ class Written:
 def write_outputs(directory: Path, entries: Sequence[Entry], manifest: dict[str, Any]) -> Written:
     """Evidence and manifest first, the population last: a population file on disk is
     always complete and matched by its evidence (each file is written atomically)."""
-    data = population_bytes(entries)
+    evidence = b"".join(evidence_line(i, e) for i, e in enumerate(entries))
+    return write_files(directory, population_bytes(entries), evidence, manifest)
+
+
+def write_files(
+    directory: Path, data: bytes, evidence_data: bytes, manifest: dict[str, Any]
+) -> Written:
+    """``write_outputs`` for bytes made elsewhere (a conversation population's)."""
     digest = hashlib.sha256(data).hexdigest()
     evidence = directory / EVIDENCE_FILE
-    write_bytes_atomic(evidence, b"".join(evidence_line(i, e) for i, e in enumerate(entries)))
+    write_bytes_atomic(evidence, evidence_data)
     manifest_path = directory / MANIFEST_FILE
     document = {**manifest, "population_sha256": digest}
     write_bytes_atomic(

@@ -65,6 +65,7 @@ def reprepare(bundle: Bundle, tokenizer: Path, dataset: Path | None, out: Path) 
         seed=recorded.seed,
         out=out / REPREPARED_DIR,
         request_body=recorded.request_body,
+        materialization=source.catalog.materialization_identity,  # a conversation population
     )
     result = prepare_and_save(request, choice)
     if result.status is ClientStatus.FAILED or result.population is None:

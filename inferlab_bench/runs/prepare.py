@@ -96,7 +96,10 @@ def preparation_request(
     seed: int,
     out: Path,
     request_body: RequestBody | None = None,
+    materialization: str | None = None,
 ) -> BenchDatasetPreparationRequest:
+    """The v6 request; ``materialization`` names one of our extensions of the entry's
+    (``catalog.EXTENSION_MATERIALIZATIONS``), e.g. a conversation population."""
     entry = choice.entry
     cache = cached_path(entry.sha256)
     catalog = BenchDatasetCatalogInput(
@@ -109,7 +112,7 @@ def preparation_request(
         cache_state=BenchDatasetCacheState.PRESENT
         if cache.is_file()
         else BenchDatasetCacheState.MISSING,
-        materialization_identity=entry.materialization_identity,
+        materialization_identity=materialization or entry.materialization_identity,
     )
     source = DatasetSource(
         kind="dataset",

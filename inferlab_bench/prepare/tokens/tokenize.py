@@ -155,7 +155,26 @@ class ChatTokenizer:
             return real
         return text
 
-    def _render(self, messages: Sequence[Mapping[str, str]]) -> str:
+    def render_context(self, messages: Sequence[Mapping[str, str]]) -> str:
+        """``messages`` rendered as a finished context, without the generation prompt (a
+        history that ends with an assistant reply, as a server holds it after that reply);
+        always a real ``apply_chat_template``."""
+        self.ready()
+        return self._render(messages, add_generation_prompt=False)
+
+    def encode_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """The token ids of already-rendered texts (no special tokens added), batched:
+        the ids whose lengths ``count_texts`` gives."""
+        self.ready()
+        if not texts:
+            return []
+        if self._encode is not None:
+            return [list(e.ids) for e in self._encode(list(texts), add_special_tokens=False)]
+        return [list(self._tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
+
+    def _render(
+        self, messages: Sequence[Mapping[str, str]], *, add_generation_prompt: bool = True
+    ) -> str:
         if self._tok is None:
             raise TokenizerError(
                 f"{self.locator}: no verified template plan for {len(messages)} messages "
@@ -163,7 +182,10 @@ class ChatTokenizer:
             )
         try:
             text = self._tok.apply_chat_template(
-                list(messages), add_generation_prompt=True, tokenize=False, **self.template_kwargs
+                list(messages),
+                add_generation_prompt=add_generation_prompt,
+                tokenize=False,
+                **self.template_kwargs,
             )
         except Exception as exc:  # jinja errors, missing template: all one failure to the user
             raise TokenizerError(f"{self.locator}: chat template failed: {exc}") from exc
@@ -293,6 +315,24 @@ class ChatTokenizer:
         """
         self.ready()
         return None if self._splitter is None else cut_at_added(self._splitter, text)
+
+    def pieces(self, text: str) -> list[tuple[str, bool]] | None:
+        """``text`` cut as ``split_segments`` cuts it, keeping the added tokens in place:
+        ``(piece, is_added_token)`` in order, empty segments left out. The text's ids are
+        then the concatenation of each piece's ids encoded alone; None as for
+        ``split_segments``."""
+        self.ready()
+        if self._splitter is None:
+            return None
+        found, position = [], 0
+        for match in self._splitter.finditer(text):
+            if match.start() > position:
+                found.append((text[position : match.start()], False))
+            found.append((match.group(), True))
+            position = match.end()
+        if position < len(text):
+            found.append((text[position:], False))
+        return found
 
 
 def fingerprint(locator: str) -> str:
