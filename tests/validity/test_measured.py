@@ -170,3 +170,18 @@ def test_records_without_request_ids_join_nothing_and_keep_the_proxies() -> None
     doc = judge(dataclasses.replace(profiling, request_ids=None), truth)
     assert doc.measured is None
     assert doc.client_cost.checks[0].name != "client_added_latency_ms"
+
+
+def test_the_page_shows_a_failed_verdict_with_its_measured_sentence() -> None:
+    from types import SimpleNamespace
+
+    from inferlab_bench.publish.html import _validity_parts
+
+    profiling = client(70.0)
+    doc = judge(profiling, server(profiling, 60.0)).to_json_dict()
+    shown = "".join(
+        p if isinstance(p, str) else p.text
+        for p in _validity_parts(SimpleNamespace(validity=doc))  # type: ignore[arg-type]
+    )
+    assert "client_added_latency_ms 10 (bound 3)" in shown
+    assert "the client added +10.00 ms to TTFT" in shown
