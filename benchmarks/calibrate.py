@@ -12,11 +12,15 @@ process, ground truth on), under one condition whose true answer is known or mea
 Per run, the truth is every AIPerf record joined to the server's record by X-Request-ID:
 the client-added latency (client minus server, over the same requests) of TTFT, ITL and E2E
 at p50 and p90, the achieved arrival rate at the server against the plan, the concurrency
-the server held, the cached tokens the first wave found. Each judgment is scored against the
-tolerance it states (``TOLERANCES`` below): a confusion table per verdict, then its false-alarm
-and miss rates with counts. Repeated runs of one condition are also compared with each other
-(``compare``'s Welch test with Holm's correction, ``reproduce``'s bootstrap) to count
-beyond-noise calls of null differences, and against the slower server to count detections.
+the server held, the arrival lateness (server arrival minus AIPerf's credit issue, p95), the
+cached tokens the first wave found. Against our simulator the case stage itself decides three
+verdicts by this truth (``validity.measured``); the verdicts scored here are the calibrated
+rules' own (``measured.by_proxies``), what a run against any other server gets. Each
+judgment is scored against the tolerance it states (``TOLERANCES`` below): a confusion table
+per verdict, then its false-alarm and miss rates with counts. Repeated runs of one condition
+are also compared with each other (``compare``'s Welch test with Holm's correction,
+``reproduce``'s bootstrap) to count beyond-noise calls of null differences, and against the
+slower server to count detections.
 
     python benchmarks/calibrate.py            # every condition (about 25 min on 2 cores)
     python benchmarks/calibrate.py --quick    # three short runs (the test's mode)
