@@ -168,10 +168,10 @@ def decide(
     kept: list[Check] = []
     # load_generator_kept_up: the truth of lateness in place of the dispatch delay.
     late = lateness_check(measured)
-    delay = [c for c in dispatch.checks if c.name == "dispatch_delay_p95_ms"]
-    rest = [c for c in dispatch.checks if c.name != "dispatch_delay_p95_ms"]
-    kept += delay
-    checks = (late, *rest) if late.verdict is not Verdict.UNKNOWN else tuple(dispatch.checks)
+    checks = tuple(dispatch.checks)
+    if late.verdict is not Verdict.UNKNOWN:  # no credit times: the dispatch checks stay
+        kept += [c for c in checks if c.name == "dispatch_delay_p95_ms"]
+        checks = (late, *(c for c in checks if c.name != "dispatch_delay_p95_ms"))
     dispatch = dispatch.model_copy(
         update={"checks": checks, "load_generator_kept_up": combine_checks(checks)}
     )

@@ -5,9 +5,9 @@ of its own requests and decides ``client_cost_low`` by the client-added latency 
 Both directions: an untouched client passes, and a client braked by SIGSTOP (AIPerf's
 processes frozen 60% of every 200 ms, the calibration's brake made stronger) fails with the
 measured figure in its sentence. The server is slow enough (TTFT ~200 ms, ITL ~20 ms) that
-the tolerance, max(3 ms, 5%), is ~10 ms on TTFT: at load 12-28 on 2 cores an untouched
-client added at most 2.5 ms to TTFT p90 against a 60 ms TTFT (docs/calibration.md), and the
-brake adds about 100 ms.
+the tolerance, max(3 ms, 5%), is ~10 ms on TTFT (1 ms on ITL, ~42 ms on E2E): at load 12-28
+on 2 cores an untouched client added at most 2.5 ms to TTFT p90 against a 60 ms TTFT
+(docs/calibration.md), and the brake adds about 100 ms.
 """
 
 from __future__ import annotations
@@ -36,7 +36,9 @@ from tests.case.test_scheduled import descendants
 
 pytestmark = pytest.mark.slow
 
-RANDOM = {"kind": "random", "input_tokens": 32, "output_tokens": 8}
+# 32 output tokens: one late read of the last token adds a 31st of itself to the ITL (the ITL
+# tolerance is max(0.5 ms, 5% of 20 ms) = 1 ms).
+RANDOM = {"kind": "random", "input_tokens": 32, "output_tokens": 32}
 CONCURRENCY = {"kind": "concurrency_limited", "concurrency": 2}
 VALIDITY_SCHEMA = orjson.loads(schema.VALIDITY_SCHEMA_PATH.read_bytes())
 
