@@ -43,6 +43,8 @@ plugin recorded it: when each request was due."""
 VALIDITY_FILE = "validity.json"
 CLIENT_USAGE_FILE = "client-usage.json"
 """AIPerf's CPU time and the host's run queue, sampled while the load ran."""
+SERVER_TRUTH_FILE = "server-truth.jsonl"
+"""Our simulator's ground truth of the profiling requests (only against the simulator)."""
 
 # --- A human run directory (one case, or one per sweep point / trial). ---
 REQUEST_FILE = "request.json"

@@ -6,10 +6,19 @@ import httpx
 
 from inferlab_bench.errors import ServerError
 
+SIMULATOR_HEADER = "x-inferlab-simulator"
+"""The header our simulator's /v1/models answer carries (``simulator.app.SIMULATOR_HEADER``)."""
 
-def check_listening(base_url: str, timeout: float = 5.0, served_name: str | None = None) -> None:
+
+def check_listening(
+    base_url: str, timeout: float = 5.0, served_name: str | None = None
+) -> str | None:
     """ServerError when nothing accepts connections at ``base_url`` (any HTTP answer is fine),
-    or when its ``/v1/models`` lists models and ``served_name`` is not among them."""
+    or when its ``/v1/models`` lists models and ``served_name`` is not among them.
+
+    Returns the simulator's version when the server announced itself as inferlab-bench's
+    simulator (``SIMULATOR_HEADER``), else None: only then may the case ask it for the truth.
+    """
     try:
         answer = httpx.get(base_url.rstrip("/") + "/v1/models", timeout=timeout)
     except httpx.ConnectError as exc:
@@ -30,6 +39,7 @@ def check_listening(base_url: str, timeout: float = 5.0, served_name: str | None
             f"its /v1/models lists {shown}{more}",
             hint="name one of the served models (model.served_name); no load was sent",
         )
+    return answer.headers.get(SIMULATOR_HEADER) if answer.status_code == 200 else None
 
 
 def _served_models(answer: httpx.Response) -> list[str]:

@@ -33,6 +33,7 @@ from inferlab_bench.case import (
     probe,
     reset,
     server_metrics,
+    server_truth,
     slo,
     usage,
 )
@@ -60,6 +61,7 @@ from inferlab_bench.layout import (
     PROFILING_START_METRICS,
     REQUEST_BODY_FILE,
     RESET_EVIDENCE_FILE,
+    SERVER_TRUTH_FILE,
     VALIDITY_FILE,
     aiperf_outputs,
     evidence_path,
@@ -111,6 +113,9 @@ class _Case:
     """The server's /metrics right before the load started and right after it ended."""
     aiperf_env: dict[str, str] = field(default_factory=dict)
     """AIPerf's environment from the connection choice (connections.json)."""
+    simulator: str | None = None
+    """Our simulator's version when the server announced itself as it (GET /v1/models):
+    then, and only then, the case asks it for the truth of its requests."""
 
     @property
     def root(self) -> Path:
@@ -175,7 +180,7 @@ def _run(case: _Case) -> BenchClientResult:
     case.engine.check(request, target)
     aiperf_env: dict[str, str] = {}
     if case.engine.reaches_server_from_here:
-        probe.check_listening(
+        case.simulator = probe.check_listening(
             request.endpoint.base_url,
             timeout=min(5.0, max(0.5, case.remaining())),
             served_name=request.model.served_name,
@@ -421,7 +426,9 @@ def _measure(case: _Case, outcome: EngineOutcome, *, reset_checked: bool) -> Ben
     population = _population_lines(request)
     bounds = _prefix_bounds(case, records, population) if reset_checked else None
     client_usage = _client_usage(case, outcome)
-    cold = _write_validity(case, records, population, bounds, client_usage).cache.cold_start
+    truth = _server_truth(case, records)
+    document = _write_validity(case, records, population, bounds, client_usage, truth)
+    cold = document.cache.cold_start
     if len(case.metrics_window) == 2:
         _write_server_metrics(case, records)
     if cold is not None and not cold.cold:
@@ -504,6 +511,7 @@ def _write_validity(
     population: list[dict[str, Any]] | None,
     prefix_bounds: tuple[int, ...] | None,
     client_usage: validity.ClientUsage | None = None,
+    server_truth: list[dict[str, Any]] | None = None,
 ) -> validity.ValidityDocument:
     """validity.json: every measurement-validity verdict with the figures behind it."""
     request = case.request
@@ -526,9 +534,25 @@ def _write_validity(
         slo=request.definition.request_slo,
         schedule=_planned_schedule(case),
         client_usage=client_usage,
+        server_truth=server_truth,
     )
     case.write_json(VALIDITY_FILE, "validity", document.to_json_dict())
     return document
+
+
+def _server_truth(case: _Case, records: CaseRecords) -> list[dict[str, Any]] | None:
+    """server-truth.jsonl: our simulator's records of the profiling requests, asked only of a
+    server that announced itself as it (None: another server, or the truth not given)."""
+    if case.simulator is None:
+        return None
+    ids = [rid for rid in records.profiling.x_request_id if rid]
+    found = server_truth.fetch(case.request.endpoint.base_url, ids)
+    if isinstance(found, str):  # the verdicts then rest on the calibrated proxies, as anywhere
+        return None
+    path = case.root / SERVER_TRUTH_FILE
+    write_bytes_atomic(path, b"".join(orjson.dumps(r) + b"\n" for r in found))
+    case.add(path.stem, "evidence", path)
+    return found
 
 
 def _planned_schedule(case: _Case) -> PlannedSchedule | None:

@@ -287,6 +287,13 @@ def _validity_parts(case: SavedCase) -> list[Cell]:
     failed = _failed_checks(doc)
     if failed:
         parts.append("; failed checks: " + "; ".join(failed))
+    # The sentence of each failed verdict, as report and sweep print it (with the measured
+    # distortion where the simulator's truth decided it).
+    explanations = _mapping(doc.get("explanations"))
+    for name, value in verdicts.items():
+        sentence = explanations.get(name)
+        if _text(value) == "fail" and isinstance(sentence, str):
+            parts.append(f" {sentence}")
     return parts
 
 

@@ -38,6 +38,12 @@ from inferlab_bench.simulator.prompt import Overlong, PromptTokenizer, flatten_c
 from inferlab_bench.simulator.scheduler import Scheduler
 
 SERVER_VERSION = f"0.11.0+inferlab.sim.{__version__}"
+SIMULATOR_HEADER = "x-inferlab-simulator"
+"""On GET /v1/models: this server is inferlab-bench's simulator (the value is its version), so
+a client may ask it for the truth of its own requests at ``TRUTH_PATH``. A real server never
+sends it, and the client never asks a server that did not."""
+TRUTH_PATH = "/inferlab/ground-truth"
+"""POST ``{"x_request_ids": [...]}``: the ground-truth records of those requests."""
 
 
 class Simulator:
@@ -231,10 +237,27 @@ class Simulator:
         return JSONResponse(native.model_info(self.config.model, self.config.tokenizer))
 
     def models(self) -> Response:
-        """``GET /v1/models``."""
+        """``GET /v1/models``, announcing the simulator (``SIMULATOR_HEADER``)."""
         return JSONResponse(
-            wire.models_body(self.config.model, self.created, self.config.max_model_len)
+            wire.models_body(self.config.model, self.created, self.config.max_model_len),
+            headers={SIMULATOR_HEADER: __version__},
         )
+
+    async def ground_truth(self, request: Request) -> Response:
+        """``POST TRUTH_PATH``: the request records whose X-Request-ID is among those asked."""
+        body = await self._json(request)
+        if isinstance(body, Rejection):
+            return _error(body)
+        ids = body.get("x_request_ids") if isinstance(body, dict) else None
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            return _error(Rejection(400, 'expected {"x_request_ids": [string, ...]}'))
+        wanted = set(ids)
+        found = [
+            r
+            for r in self.log.records()
+            if r.get("kind") == "request" and r.get("x_request_id") in wanted
+        ]
+        return Response(orjson.dumps({"records": found}), media_type="application/json")
 
     def model(self, name: str) -> Response:
         """``GET /v1/models/{id}``: the one card, or 404 for any other name."""
@@ -279,6 +302,7 @@ def build_app(sim: Simulator) -> Starlette:
         Route("/v1/completions", completions, methods=["POST"]),
         Route("/v1/responses", sim.generate_responses, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
+        Route(TRUTH_PATH, sim.ground_truth, methods=["POST"]),
         Route("/v1/models/{model:path}", model, methods=["GET"]),
         Route("/health", ok, methods=["GET"]),
         Route("/ping", ok, methods=["GET", "POST"]),

@@ -60,6 +60,9 @@ class RecordColumns(Protocol):
     @property
     def worker_id(self) -> Sequence[str | None] | None: ...
 
+    @property
+    def x_request_id(self) -> Sequence[str | None]: ...
+
     def __len__(self) -> int: ...
 
     def metric(self, tag: str) -> npt.NDArray[Any]: ...
@@ -100,6 +103,7 @@ def phase_records(columns: RecordColumns) -> PhaseRecords:
         error_class=_error_classes(columns),
         error_message=tuple(columns.error_message),
         worker_ids=_worker_ids(columns),
+        request_ids=tuple(columns.x_request_id) if len(columns.x_request_id) else None,
     )
 
 
@@ -192,11 +196,14 @@ def assess_case(
     schedule: PlannedSchedule | None = None,
     tolerances: Tolerances = DEFAULT_TOLERANCES,
     client_usage: ClientUsage | None = None,
+    server_truth: Sequence[Mapping[str, Any]] | None = None,
 ) -> ValidityDocument:
     """The validity document of one case from the case stage's parsed records.
 
     ``prefix_bounds`` are the first wave's shared prompt prefixes (``CaseFacts``), which only
     the case stage can compute; the cold-start judgement itself is made here.
+    ``server_truth``: our simulator's records of these requests (``case.server_truth``); with
+    them the verdicts they can decide are decided by what they measured.
     """
     warmup = phase_records(records.warmup) if len(records.warmup) else None
     facts = CaseFacts(
@@ -208,5 +215,6 @@ def assess_case(
         slo=slo,
         schedule=schedule,
         client_usage=client_usage,
+        server_truth=None if server_truth is None else tuple(server_truth),
     )
     return assess(phase_records(records.profiling), warmup, facts, tolerances)

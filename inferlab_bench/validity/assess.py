@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -20,6 +22,7 @@ from inferlab_bench.validity.dispatch import DispatchTolerances, assess_dispatch
 from inferlab_bench.validity.failures import assess_failures
 from inferlab_bench.validity.goodput import token_goodput
 from inferlab_bench.validity.inputs import Expectations, PhaseRecords
+from inferlab_bench.validity.measured import decide, measure
 from inferlab_bench.validity.report import ValidityDocument, build_document
 from inferlab_bench.validity.schedule import PlannedSchedule, scheduled_latency
 from inferlab_bench.validity.steady import steady_state
@@ -61,6 +64,10 @@ class CaseFacts:
     client_usage: ClientUsage | None = None
     """The client's CPU time and the host's run queue during the run; None: not sampled, and
     then the document has no ``client_cost_low`` verdict."""
+    server_truth: tuple[Mapping[str, Any], ...] | None = None
+    """Our simulator's records of these requests (None: not our simulator, or not asked):
+    with them ``client_cost_low``, ``load_generator_kept_up`` and ``cache_cold`` are decided
+    by what the server measured (``measured``)."""
 
 
 def assess(
@@ -74,15 +81,37 @@ def assess(
     sequences = [sequence_digest("profiling", profiling)]
     if warmup is not None and len(warmup):
         sequences.insert(0, sequence_digest("warmup", warmup))
+    dispatch = assess_dispatch(profiling, facts.load, tolerances.dispatch)
+    cache = assess_cache(profiling, warmup, facts.reset_requested, _cold_start(profiling, facts))
+    client_cost = (
+        None
+        if facts.client_usage is None
+        else assess_client_cost(profiling, facts.client_usage, tolerances.client_cost)
+    )
+    measured = None
+    if facts.server_truth is not None:
+        wave = Load.of(facts.load).first_wave(len(profiling)) if facts.reset_requested else None
+        measured = measure(profiling, facts.server_truth, wave)
+    if measured is not None and facts.server_truth is not None:
+        dispatch, client_cost, cache, measured = decide(
+            measured,
+            profiling,
+            facts.server_truth,
+            dispatch,
+            client_cost,
+            cache,
+            warmup,
+            lambda records: _cold_start(records, facts),
+        )
     return build_document(
-        dispatch=assess_dispatch(profiling, facts.load, tolerances.dispatch),
+        dispatch=dispatch,
         prompt_tokens=reconcile_prompt_tokens(
             profiling, expected.input_tokens if expected else None, tolerances.prompt_tokens
         ),
         output_tokens=reconcile_output_tokens(
             profiling, expected.output_tokens if expected else None, tolerances.output_tokens
         ),
-        cache=assess_cache(profiling, warmup, facts.reset_requested, _cold_start(profiling, facts)),
+        cache=cache,
         goodput=token_goodput(profiling),
         failures=assess_failures(profiling),
         population_sha256=facts.population_sha256,
@@ -91,9 +120,8 @@ def assess(
         slo_bounds=certify_slo(profiling, facts.slo),
         scheduled_latency=scheduled_latency(profiling, facts.load, facts.schedule),
         steady_state=steady_state(profiling),
-        client_cost=None
-        if facts.client_usage is None
-        else assess_client_cost(profiling, facts.client_usage, tolerances.client_cost),
+        client_cost=client_cost,
+        measured=measured,
     )
 
 

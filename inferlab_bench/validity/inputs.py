@@ -49,6 +49,8 @@ class PhaseRecords:
     error_message: tuple[str | None, ...] | None = None
     worker_ids: tuple[str, ...] | None = None
     """Per request, the AIPerf worker that sent it; None when the records do not say."""
+    request_ids: tuple[str | None, ...] | None = None
+    """Per request, the X-Request-ID it was sent with (joins it to a server's ground truth)."""
 
     def __post_init__(self) -> None:
         n = len(self.session_ids)
@@ -69,6 +71,7 @@ class PhaseRecords:
             "error_class",
             "error_message",
             "worker_ids",
+            "request_ids",
         ):
             column = getattr(self, name)
             if column is not None and len(column) != n:

@@ -15,6 +15,7 @@ from inferlab_bench.validity.digests import SequenceDigest
 from inferlab_bench.validity.dispatch import DispatchFidelity
 from inferlab_bench.validity.failures import FailedRequests
 from inferlab_bench.validity.goodput import TokenGoodput
+from inferlab_bench.validity.measured import Measured
 from inferlab_bench.validity.schedule import ScheduledLatency
 from inferlab_bench.validity.steady import SteadyState
 from inferlab_bench.validity.tokens import TokenReconciliation
@@ -55,6 +56,10 @@ class ValidityDocument(Figures):
     """One plain sentence per entry of ``verdicts``, for a person."""
     client_cost: ClientCost | None = None
     """The verdict ``client_cost_low`` (None: the client's processes were not sampled)."""
+    measured: Measured | None = None
+    """The server's truth of these requests (our simulator): client-added latency, arrival
+    lateness, the first wave's cached tokens, and what the proxies said. When present it
+    decided ``client_cost_low``, ``load_generator_kept_up`` and ``cache_cold``."""
 
     def to_json_dict(self) -> dict[str, Any]:
         """The document as plain JSON values (enums as their strings)."""
@@ -92,6 +97,7 @@ def build_document(
     scheduled_latency: ScheduledLatency | None = None,
     steady_state: SteadyState | None = None,
     client_cost: ClientCost | None = None,
+    measured: Measured | None = None,
 ) -> ValidityDocument:
     """Assemble the document; ``verdict`` combines the named verdicts."""
     verdicts: dict[str, Verdict] = {}
@@ -109,13 +115,13 @@ def build_document(
     if failures is not None:
         explanations["requests_succeeded"] = words.requests_succeeded(failures)
     explanations |= {
-        "load_generator_kept_up": words.load_generator_kept_up(dispatch),
+        "load_generator_kept_up": words.load_generator_kept_up(dispatch, measured),
         "prompt_tokens_reconciled": words.tokens_reconciled(prompt_tokens, "prompt"),
         "output_lengths_honored": words.tokens_reconciled(output_tokens, "output"),
-        "cache_cold": words.cache_cold(cache),
+        "cache_cold": words.cache_cold(cache, measured),
     }
     if client_cost is not None:
-        explanations["client_cost_low"] = words.client_cost(client_cost)
+        explanations["client_cost_low"] = words.client_cost(client_cost, measured)
     return ValidityDocument(
         verdict=combine(verdicts.values()),
         verdicts=verdicts,
@@ -134,6 +140,7 @@ def build_document(
         steady_state=steady_state,
         explanations=explanations,
         client_cost=client_cost,
+        measured=measured,
     )
 
 
@@ -160,6 +167,8 @@ def summary_lines(doc: ValidityDocument) -> list[str]:
         lines.append(f"  latency from the scheduled send: {doc.scheduled_latency.sentence}")
     if doc.steady_state is not None:
         lines.append(f"  steady state: {doc.steady_state.sentence}")
+    if doc.measured is not None:
+        lines.append(f"  measured: {measured_figures(doc.measured)}")
     lines += _digest_lines(doc)
     lines += trial_lines(doc.trials)
     return lines
@@ -253,6 +262,36 @@ def _cost_figures(c: ClientCost) -> str:
     if failed:
         parts.append("failed: " + ", ".join(failed))
     return "; ".join(parts) or c.in_words
+
+
+def measured_figures(m: Measured) -> str:
+    """``client added TTFT p50/p90 +0.4/+1.1 ms, ...; arrival late p95 2.0 ms ...``."""
+    added = m.client_added_ms
+
+    def pair(metric: str) -> str:
+        p50, p90 = added.get(f"{metric}_p50"), added.get(f"{metric}_p90")
+        shown = "/".join("n/a" if v is None else f"{v:+.2f}" for v in (p50, p90))
+        return f"{metric.upper()} p50/p90 {shown} ms"
+
+    parts = [
+        f"against the simulator's ground truth ({m.requests} requests): client added "
+        + ", ".join(pair(metric) for metric in ("ttft", "itl", "e2e"))
+    ]
+    if m.arrival_late_ms is not None:
+        parts.append(
+            f"arrival late p50 {m.arrival_late_ms.p50:.1f} ms, p95 {m.arrival_late_ms.p95:.1f} "
+            f"ms (allowed {m.arrival_late_bound_ms:g})"
+        )
+    if m.first_wave_cached_tokens is not None:
+        parts.append(f"first wave found {m.first_wave_cached_tokens} cached tokens")
+    proxies = [
+        f"{name} {said.value}"
+        for name, said in m.by_proxies.items()
+        if said in (Verdict.PASS, Verdict.FAIL)
+    ]
+    if proxies:
+        parts.append("the proxies alone said " + ", ".join(proxies))
+    return "; ".join(parts)
 
 
 def _token_figures(t: TokenReconciliation) -> str:

@@ -13,10 +13,16 @@ from inferlab_bench.validity.cache import CacheColdness
 from inferlab_bench.validity.client_cost import ClientCost
 from inferlab_bench.validity.dispatch import DispatchFidelity
 from inferlab_bench.validity.failures import FailedRequests
+from inferlab_bench.validity.measured import Measured, distortion_of
 from inferlab_bench.validity.tokens import TokenReconciliation
 from inferlab_bench.validity.verdict import Check, Verdict
 
 KUBE_HINT = "lower the load or run the client on its own machine (--engine kube)"
+CALIBRATED_FOR = (
+    "these checks stand in for the client-added latency; they were calibrated against the "
+    "simulator's truth to fail when the client adds more than max(3 ms, 5%) to TTFT p90 "
+    "(docs/calibration.md)"
+)
 
 
 def requests_succeeded(failures: FailedRequests) -> str:
@@ -30,7 +36,20 @@ def requests_succeeded(failures: FailedRequests) -> str:
     )
 
 
-def load_generator_kept_up(dispatch: DispatchFidelity) -> str:
+def load_generator_kept_up(dispatch: DispatchFidelity, measured: Measured | None = None) -> str:
+    sentence = _kept_up(dispatch)
+    late = measured.arrival_late_ms if measured is not None else None
+    if measured is None or late is None:
+        return sentence
+    if any(c.name == "arrival_late_p95_ms" and c.verdict is Verdict.FAIL for c in dispatch.checks):
+        return sentence
+    return (
+        f"{sentence} Requests reached the server {late.p95:.1f} ms (p95) after AIPerf decided "
+        f"to send them, within {measured.arrival_late_bound_ms:g} ms (the simulator's truth)."
+    )
+
+
+def _kept_up(dispatch: DispatchFidelity) -> str:
     verdict = dispatch.load_generator_kept_up
     failed = [c for c in dispatch.checks if c.verdict is Verdict.FAIL]
     if failed:
@@ -62,6 +81,14 @@ def _delay(check: Check, d: DispatchFidelity) -> str:
     return (
         f"requests waited {check.observed or 0:.0f} ms (p95) between the moment they were due "
         f"and the moment they were sent: the client fell behind the load; {KUBE_HINT}"
+    )
+
+
+def _late(check: Check, d: DispatchFidelity) -> str:
+    return (
+        f"requests reached the server {check.observed or 0:.0f} ms (p95) after AIPerf decided "
+        f"to send them, beyond {check.bound or 0:g} ms (the simulator's truth): the client fell "
+        f"behind the load; {KUBE_HINT}"
     )
 
 
@@ -102,6 +129,7 @@ def _too_few(check: Check, d: DispatchFidelity) -> str:
 
 _DISPATCH: dict[str, Callable[[Check, DispatchFidelity], str]] = {
     "dispatch_delay_p95_ms": _delay,
+    "arrival_late_p95_ms": _late,
     "achieved_rate_relative_error": _rate,
     "interarrival_cv_error": _cv,
     "held_concurrency_ratio": _held,
@@ -110,9 +138,16 @@ _DISPATCH: dict[str, Callable[[Check, DispatchFidelity], str]] = {
 }
 
 
-def client_cost(cost: ClientCost) -> str:
-    """``client_cost_low``: its own sentence, with what to do when it failed."""
-    sentence = _capital(cost.in_words) + "."
+def client_cost(cost: ClientCost, measured: Measured | None = None) -> str:
+    """``client_cost_low``: its own sentence, with what to do when it failed.
+
+    With the server's truth at hand, the measured client-added latency first, and the
+    proxies (CPU, read-late, send time, run queue) as figures after it; else the proxies and
+    the bound they were calibrated for.
+    """
+    if measured is not None and cost.checks and cost.checks[0].name == "client_added_latency_ms":
+        return _client_measured(cost, measured)
+    sentence = _capital(cost.in_words) + "." if cost.in_words else ""
     if cost.client_cost_low is Verdict.FAIL:
         broken = "; ".join(
             f"{c.name} {c.observed:.2f} over its bound {c.bound:.2f}"
@@ -123,7 +158,51 @@ def client_cost(cost: ClientCost) -> str:
             f" The client cost too much for these latencies to be the server's alone "
             f"({broken}); " + KUBE_HINT + "."
         )
-    return sentence
+    return f"{sentence} {_capital(CALIBRATED_FOR)}.".strip()
+
+
+def _client_measured(cost: ClientCost, measured: Measured) -> str:
+    """``The client added +4.20 ms to TTFT p90, beyond max(3 ms, 5%) ...``."""
+    check = cost.checks[0]
+    if check.verdict is Verdict.UNKNOWN:
+        return f"Not judged against the simulator's truth: {check.detail}."
+    d = distortion_of(measured)
+    key = d.worst
+    metric, q = key.split("_")
+    floor = "0.5 ms" if metric == "itl" else f"{d.tolerance.floor_ms:g} ms"
+    rule = f"max({floor}, {d.tolerance.relative:.0%}) = {d.allowed_ms[key]:.2f} ms"
+    head = (
+        f"Against the simulator's ground truth ({measured.requests} requests) the client added "
+        f"{d.added_ms[key]:+.2f} ms to {metric.upper()} {q}"
+    )
+    if key != "ttft_p90":
+        head += f" (TTFT p90 {d.added_ms['ttft_p90']:+.2f} ms)"
+    if check.verdict is Verdict.FAIL:
+        sentence = (
+            f"{head}, beyond {rule}: these latencies are not the server's alone; {KUBE_HINT}."
+        )
+    else:
+        sentence = f"{head}, within {rule}: the latencies are the server's."
+    proxies = _proxy_figures(cost, measured)
+    return f"{sentence} {proxies}" if proxies else sentence
+
+
+def _proxy_figures(cost: ClientCost, measured: Measured) -> str:
+    """The proxies' own figures and verdict, as a sentence after the measured one."""
+    said = measured.by_proxies.get("client_cost_low")
+    parts = []
+    if cost.cpu_ms_per_request is not None:
+        parts.append(f"{cost.cpu_ms_per_request:.1f} ms of CPU per request")
+    if cost.first_token_late_p90_ms is not None:
+        parts.append(f"first token read late by {cost.first_token_late_p90_ms:.1f} ms at p90")
+    if cost.send_time_ms is not None:
+        parts.append(f"send time p95 {cost.send_time_ms.p95:.1f} ms")
+    if cost.runnable_per_core is not None:
+        parts.append(f"{cost.runnable_per_core:.1f} runnable tasks per core")
+    if not parts:
+        return ""
+    verdict = f" (alone they would have said {said.value})" if said is not None else ""
+    return f"Proxies: {', '.join(parts)}{verdict}."
 
 
 def tokens_reconciled(t: TokenReconciliation, what: str) -> str:
@@ -156,7 +235,17 @@ def tokens_reconciled(t: TokenReconciliation, what: str) -> str:
     )
 
 
-def cache_cold(c: CacheColdness) -> str:
+def cache_cold(c: CacheColdness, measured: Measured | None = None) -> str:
+    sentence = _cache_cold(c)
+    if measured is None or measured.first_wave_cached_tokens is None:
+        return sentence
+    return (
+        f"{sentence} Judged by the server's own count: the first wave found "
+        f"{measured.first_wave_cached_tokens} cached tokens (the simulator's truth)."
+    )
+
+
+def _cache_cold(c: CacheColdness) -> str:
     check = c.checks[0] if c.checks else None
     if c.cache_cold is Verdict.NOT_APPLICABLE:
         return "No prefix-cache reset was asked, so whether the run started cold is not judged."
