@@ -60,27 +60,5 @@ def per_turn(columns: TurnColumns) -> dict[str, Any]:
     }
 
 
-def table_lines(figures: dict[str, Any]) -> list[str]:
-    """The per-turn table as text: one row for first, later, and each turn index."""
-    header = f"{'turn':>6} {'n':>5}" + "".join(
-        f" {label + ' p50':>9} {label + ' p90':>9}" for label in FIGURES.values()
-    )
-    rows = [("first", figures["first"]), ("later", figures["later"])]
-    rows += [(str(row["turn"]), row) for row in figures["by_turn"]]
-    return [header] + [_row(label, row) for label, row in rows]
-
-
-def _row(label: str, row: dict[str, Any]) -> str:
-    cells = []
-    for name in FIGURES:
-        value = row.get(name)
-        cells += [_cell(None if value is None else value[p]) for p in ("p50", "p90")]
-    return f"{label:>6} {row['requests']:>5}" + "".join(cells)
-
-
-def _cell(value: float | None) -> str:
-    return f" {'-':>9}" if value is None else f" {value:>9.1f}"
-
-
 def _round(value: Sequence[float] | float) -> float:
     return round(float(value), 3)  # type: ignore[arg-type]

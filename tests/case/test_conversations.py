@@ -16,8 +16,11 @@ import pytest
 
 from inferlab_bench.case.conversation import SessionLoad
 from inferlab_bench.case.records import read_records
+from inferlab_bench.case.sessions import check_records, replay_of
 from inferlab_bench.case.stage import CaseOptions, run_case
+from inferlab_bench.errors import RecordsError
 from inferlab_bench.protocol import BenchClientRequest, BenchClientResult, ClientStatus
+from inferlab_bench.report.sessions import read_sessions, sessions_lines
 from inferlab_bench.simulator import LatencyConfig, SimulatorConfig, running_simulator
 from tests.case.support import TOKENIZER_DIR, make_request, write_conversations
 
@@ -189,3 +192,31 @@ def test_reuse_fails_naming_eviction_with_a_small_cache(cache_small: Ran) -> Non
     assert 0 < reuse["later_turns_hit"] < reuse["later_turns_expected_to_hit"]
     truth_hits = [e["cached_tokens"] for e in cache_small.truth if e["kind"] == "request"]
     assert 0 in truth_hits[WARMUP * TURNS :]  # the simulator did evict a measured history
+
+
+def test_report_prints_the_per_turn_table_and_the_verdict(cache_small: Ran) -> None:
+    lines = sessions_lines(read_sessions(cache_small.root) or {})
+    assert lines[0].startswith("sessions: 4 measured (12 turns), 1 warmup; think time fixed 60.0")
+    assert lines[1].split()[:4] == ["turn", "n", "TTFT", "p50"]
+    assert [line.split()[:2] for line in lines[2:7]] == [
+        ["first", "4"],
+        ["later", "8"],
+        ["0", "4"],
+        ["1", "4"],
+        ["2", "4"],
+    ]
+    assert lines[-1].startswith("prefix_reuse_reconciled: fail (block 16 tokens): evicted: ")
+
+
+def test_a_turn_sent_with_other_messages_is_refused(cache_on: Ran, tmp_path: Path) -> None:
+    raw = (cache_on.root / "aiperf" / "profile_raw.jsonl").read_bytes().splitlines()
+    entry = orjson.loads(raw[-1])
+    entry["payload"]["messages"].append({"role": "assistant", "content": "the server's reply"})
+    tampered = tmp_path / "profile_raw.jsonl"
+    tampered.write_bytes(b"\n".join([*raw[:-1], orjson.dumps(entry)]) + b"\n")
+    replay = replay_of(cache_on.request, SessionLoad(think_time_ms=THINK_MS))
+    assert replay is not None
+    records = read_records(cache_on.root / "aiperf" / "profile.jsonl")
+    check_records(replay, records, cache_on.root / "aiperf" / "profile_raw.jsonl")  # as sent
+    with pytest.raises(RecordsError, match=r"profile_raw.jsonl:\d+: inferlab-\d+ turn \d sent"):
+        check_records(replay, records, tampered)
