@@ -515,7 +515,8 @@ def _prefix_bounds(
     """What each first-wave request may hit after the reset: its prompt's prefix shared with
     earlier ones, which only this stage can tokenize (validity judges the wave with them)."""
     request = case.request
-    size = Load.of(request.case.load_shape).first_wave(request.case.request_count)
+    # As validity judges it: over the records (a conversation case's are turns, not sessions).
+    size = Load.of(request.case.load_shape).first_wave(len(records.profiling))
     wave = validity.first_wave(validity.phase_records(records.profiling), size)
     if wave is None or population is None:
         return None

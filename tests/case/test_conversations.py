@@ -64,7 +64,9 @@ def population(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return write_conversations(tmp_path_factory.mktemp("conv") / "population.jsonl", SESSIONS)
 
 
-def _run(capacity: int, population: dict[str, Any], tmp: Path) -> Ran:
+def _run(
+    capacity: int, population: dict[str, Any], tmp: Path, load: dict[str, Any] | None = None
+) -> Ran:
     config = SimulatorConfig(
         model="sim-model",
         tokenizer=TOKENIZER_DIR,
@@ -77,8 +79,9 @@ def _run(capacity: int, population: dict[str, Any], tmp: Path) -> Ran:
             artifact_dir=tmp,
             population=population,
             request_count=MEASURED,
-            warmup=WARMUP,
+            warmup=WARMUP if load is None else 0,
             reset_prefix_cache=True,
+            load_shape=load,
         )
         options = CaseOptions(echo=io.StringIO(), sessions=SessionLoad(think_time_ms=THINK_MS))
         result = run_case(request, options)
@@ -98,6 +101,12 @@ def cache_off(population: dict[str, Any], tmp_path_factory: pytest.TempPathFacto
 @pytest.fixture(scope="module")
 def cache_small(population: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Ran:
     return _run(SMALL_CACHE_BLOCKS, population, tmp_path_factory.mktemp("small"))
+
+
+@pytest.fixture(scope="module")
+def at_a_rate(population: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Ran:
+    load = {"kind": "request_rate_limited", "request_rate": 20.0}
+    return _run(65536, population, tmp_path_factory.mktemp("rate"), load)
 
 
 def test_whole_sessions_replayed_warmup_disjoint(cache_on: Ran) -> None:
@@ -220,3 +229,16 @@ def test_a_turn_sent_with_other_messages_is_refused(cache_on: Ran, tmp_path: Pat
     check_records(replay, records, cache_on.root / "aiperf" / "profile_raw.jsonl")  # as sent
     with pytest.raises(RecordsError, match=r"profile_raw.jsonl:\d+: inferlab-\d+ turn \d sent"):
         check_records(replay, records, tampered)
+
+
+def test_a_rate_load_replays_whole_sessions_and_judges_every_turn(at_a_rate: Ran) -> None:
+    assert at_a_rate.result.status is ClientStatus.SUCCEEDED, at_a_rate.result.error
+    assert at_a_rate.result.completed_requests == MEASURED * TURNS
+    config = orjson.loads((at_a_rate.root / "aiperf-config.json").read_bytes())["benchmark"]
+    assert config["profiling"]["type"] == "poisson" and config["profiling"]["sessions"] == MEASURED
+    validity = orjson.loads((at_a_rate.root / "validity.json").read_bytes())
+    # Every turn starts before the first can end at a rate: each is judged against the
+    # prompts sent before it, its own session's earlier turns included.
+    assert validity["cache"]["cold_start"]["checked_requests"] == MEASURED * TURNS
+    assert validity["verdicts"]["cache_cold"] == "pass"
+    assert at_a_rate.reuse()["prefix_reuse_reconciled"] == "pass"
