@@ -71,3 +71,21 @@ def test_manifest_names_the_conversation_population(tmp_path: Path) -> None:
     assert is_conversation_population(population)
     manifest.write_bytes(b'{"materialization_identity": "sharegpt-single-request-v1"}')
     assert not is_conversation_population(population)
+
+
+def test_a_case_needing_more_sessions_than_the_population_holds_fails_clearly(
+    tmp_path: Path,
+) -> None:
+    from inferlab_bench.case.stage import run_case
+    from inferlab_bench.protocol import ClientStatus
+    from tests.case.support import make_request, write_conversations
+
+    population = write_conversations(tmp_path / "population.jsonl", [[4, 4]] * 3, words=8)
+    request = make_request(
+        port=9, artifact_dir=tmp_path / "case", population=population, request_count=3, warmup=1
+    )
+    result = run_case(request)
+    assert result.status is ClientStatus.FAILED
+    assert result.error is not None and result.error.startswith(
+        f"population {population['path']}: 3 sessions, the case needs 4 (warmup 1 + sessions 3)"
+    )
