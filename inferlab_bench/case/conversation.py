@@ -13,6 +13,7 @@ into the case folder: the same lines, in order, each later turn given AIPerf's `
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -101,11 +102,16 @@ class Conversations:
     def turn_count(self, sessions: Sequence[Session]) -> int:
         return sum(len(session.lines) for session in sessions)
 
+    @functools.cached_property
+    def _by_id(self) -> dict[str, Session]:
+        return {session.session_id: session for session in self.sessions}
+
     def turn_of(self, session_id: str, turn: int) -> Turn | None:
-        for session in self.sessions:
-            if session.session_id == session_id:
-                return self.turns[session.lines[turn]] if turn < len(session.lines) else None
-        return None
+        """The population's turn ``turn`` of session ``session_id`` (None: no such turn)."""
+        session = self._by_id.get(session_id)
+        if session is None or not 0 <= turn < len(session.lines):
+            return None
+        return self.turns[session.lines[turn]]
 
 
 def is_conversation_population(population: Path) -> bool:

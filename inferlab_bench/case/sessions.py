@@ -21,6 +21,7 @@ import orjson
 
 from inferlab_bench import metric_tags as tags
 from inferlab_bench.case import conversation, turns
+from inferlab_bench.case.prefix import prefix_bounds
 from inferlab_bench.case.records import CaseRecords, RecordColumns
 from inferlab_bench.errors import PopulationError, RecordsError
 from inferlab_bench.layout import evidence_path
@@ -268,8 +269,6 @@ def _first_turn_sharing(
 ) -> dict[int, int]:
     """Per first turn among the earliest requests: the most its prompt shares with any
     prompt that started before it (the prefix it may legitimately find cached)."""
-    from inferlab_bench.case.prefix import prefix_bounds
-
     order = [int(i) for i in np.argsort(profiling.start_ns, kind="stable")]
     firsts = [position for position, i in enumerate(order) if keys[i][1] == 0]
     if not firsts:
