@@ -52,6 +52,20 @@ class RequestBodyRecord:
 
 
 @dataclass(frozen=True)
+class SessionReplay:
+    """A conversation case: the derived trace AIPerf reads instead of the population, whose
+    sessions (warmup then measured) the case counts instead of requests."""
+
+    trace_path: Path
+    sessions: int
+    """Sessions in the trace (AIPerf's dataset entries)."""
+
+
+STICKY_SESSIONS = "sticky-user-sessions"
+"""AIPerf's connection reuse that keeps one connection per session across its turns."""
+
+
+@dataclass(frozen=True)
 class AiperfPlan:
     """Everything the runner needs: the config dict and the request-body record."""
 
@@ -80,12 +94,14 @@ def build_plan(
     reset_after_warmup: bool = False,
     record_schedule: bool = False,
     our_plugins: bool = False,
+    sessions: SessionReplay | None = None,
 ) -> AiperfPlan:
     """The AIPerf config for ``request``; ConfigurationError when the case cannot be expressed.
 
     ``our_plugins``: AIPerf runs where our plugins are installed, so the config names our
     profiling timing strategy and our transport (``aiperf_plugin.switches``); the reset
     after warmup and the planned schedule need our profiling strategy in any case.
+    ``sessions``: a conversation case, whose counts are sessions (``SessionReplay``).
     """
     _check_case(request)
     if timeout_seconds <= 0:
@@ -99,7 +115,7 @@ def build_plan(
     benchmark: dict[str, Any] = {
         "model": request.model.served_name,
         "endpoint": _endpoint(request, body.body, timeout_seconds),
-        "dataset": _dataset(request),
+        "dataset": _dataset(request, sessions),
         "profiling": _profiling(request, our_plugins, reset_after_warmup or record_schedule),
         "tokenizer": _tokenizer(request),
         "runtime": {"ui": "none"},
@@ -111,6 +127,8 @@ def build_plan(
         benchmark["endpoint"]["transport"] = switches.TRANSPORT
     if request.case.warmup_request_count:
         benchmark["warmup"] = _warmup(request)
+    if sessions is not None:
+        _count_sessions(benchmark)
     slos = slo_config(request.definition.request_slo)
     if slos:
         benchmark["slos"] = slos
@@ -158,7 +176,17 @@ def _endpoint(request: BenchClientRequest, body: dict[str, Any], timeout: float)
     }
 
 
-def _dataset(request: BenchClientRequest) -> dict[str, Any]:
+def _count_sessions(benchmark: dict[str, Any]) -> None:
+    """Phases stop after their count of whole sessions (AIPerf starts no new session past it
+    and finishes the started ones), over one sticky connection per session."""
+    for name in ("warmup", "profiling"):
+        phase = benchmark.get(name)
+        if phase is not None:
+            phase["sessions"] = phase.pop("requests")
+    benchmark["endpoint"]["connectionReuse"] = STICKY_SESSIONS
+
+
+def _dataset(request: BenchClientRequest, sessions: SessionReplay | None) -> dict[str, Any]:
     source = request.definition.request_source
     entries = total_entries(request)
     if isinstance(source, DatasetSource):
@@ -168,11 +196,12 @@ def _dataset(request: BenchClientRequest) -> dict[str, Any]:
                 "population: a dataset request source needs the prepared population",
                 hint="run `inferlab-bench prepare` and pass its population in the request",
             )
+        path = population.path if sessions is None else sessions.trace_path
         return {
             "type": "file",
-            "path": str(population.path),
+            "path": str(path),
             "format": "mooncake_trace",
-            "entries": entries,
+            "entries": entries if sessions is None else sessions.sessions,
             "sampling": "sequential",
         }
     return {

@@ -25,6 +25,7 @@ RECORD_SCHEMA = pa.schema(
                 [
                     ("session_num", pa.int64()),
                     ("conversation_id", pa.string()),
+                    ("turn_index", pa.int64()),
                     ("x_request_id", pa.string()),
                     ("credit_issued_ns", pa.int64()),
                     ("request_start_ns", pa.int64()),
@@ -66,6 +67,8 @@ class RecordColumns:
     """AIPerf's ``error.type``: the exception class name, or the HTTP reason phrase."""
     worker_id: list[str | None] | None = None
     """The AIPerf worker that sent each request (``metadata.worker_id``)."""
+    turn_index: np.ndarray | None = None
+    """The turn of its session each request was (``metadata.turn_index``; -1 where absent)."""
 
     def __len__(self) -> int:
         return int(self.session_num.shape[0])
@@ -164,6 +167,7 @@ def _columns(table: pa.Table) -> RecordColumns:
         error_code=_ints(pc.struct_field(error, "code")),
         error_type=pc.struct_field(error, "type").to_pylist(),
         worker_id=pc.struct_field(meta, "worker_id").to_pylist(),
+        turn_index=_ints(pc.struct_field(meta, "turn_index")),
         metrics={tag: _floats(pc.struct_field(metrics, [tag, "value"])) for tag in RECORD_TAGS},
     )
 

@@ -26,6 +26,7 @@ from inferlab_bench.atomic import readable_file_problem, write_bytes_atomic
 from inferlab_bench.case import (
     aiperf_config,
     connections,
+    conversation,
     integrity,
     llamacpp,
     metrics,
@@ -34,6 +35,7 @@ from inferlab_bench.case import (
     reset,
     server_metrics,
     server_truth,
+    sessions,
     slo,
     usage,
 )
@@ -96,6 +98,9 @@ class CaseOptions:
     """Where AIPerf's output is streamed (nowhere but its log when None)."""
     connections: str | None = None
     """``auto|pooled|close`` (``connections.OPTION_HELP``); None = decide from the server."""
+    sessions: conversation.SessionLoad | None = None
+    """How a conversation population's sessions are replayed (think time, cache block);
+    None = the defaults. A single-request population ignores it."""
 
 
 @dataclass
@@ -116,6 +121,8 @@ class _Case:
     simulator: str | None = None
     """Our simulator's version when the server announced itself as it (GET /v1/models):
     then, and only then, the case asks it for the truth of its requests."""
+    replay: sessions.Replay | None = None
+    """A conversation case's sessions (None: single requests)."""
 
     @property
     def root(self) -> Path:
@@ -175,6 +182,7 @@ def _run(case: _Case) -> BenchClientResult:
     tokenizer_dir(request.model.locator)
     guard.doing = "checking the population"
     check_population(request)
+    case.replay = sessions.replay_of(request, case.options.sessions)
     guard.doing = "asking the server"
     target = _reset_target(case)
     case.engine.check(request, target)
@@ -226,6 +234,12 @@ def _write_plan(
     case: _Case, *, reset_after_warmup: bool, record_schedule: bool
 ) -> tuple[Path, dict[str, Any]]:
     """The AIPerf config and the request-body record, written beside the case."""
+    replay = None
+    if case.replay is not None:
+        trace = case.root / conversation.TRACE_FILE
+        conversation.write_trace(trace, case.replay.trace)
+        case.add("conversation-trace", "inputs", trace)
+        replay = aiperf_config.SessionReplay(trace_path=trace, sessions=case.replay.trace_sessions)
     plan = aiperf_config.build_plan(
         case.request,
         aiperf_dir=aiperf_dir(case.request),
@@ -233,6 +247,7 @@ def _write_plan(
         reset_after_warmup=reset_after_warmup,
         record_schedule=record_schedule,
         our_plugins=case.engine.hosts_our_plugin,
+        sessions=replay,
     )
     config_path = case.write_json(AIPERF_CONFIG_FILE, "config", plan.config)
     case.write_json(REQUEST_BODY_FILE, "request_body", plan.body.as_json())
@@ -252,6 +267,9 @@ def check_population(request: BenchClientRequest) -> None:
     digest = hashlib.sha256(data).hexdigest()
     if digest != population.sha256:
         raise DigestMismatchError(f"population {population.path}", population.sha256, digest)
+    if conversation.is_conversation_population(population.path):
+        sessions.check_session_count(request, data)
+        return
     needed, present = aiperf_config.total_entries(request), data.count(b"\n")
     if present < needed:
         raise PopulationError(
@@ -402,7 +420,10 @@ def _check_hook_reset(case: _Case, outcome: EngineOutcome) -> None:
 def _measure(case: _Case, outcome: EngineOutcome, *, reset_checked: bool) -> BenchClientResult:
     request = case.request
     outputs = aiperf_outputs(case.root)
-    records = read_records(outputs["records"][1])
+    records = as_read = read_records(outputs["records"][1])
+    if case.replay is not None:
+        sessions.check_records(case.replay, records, outputs["raw-records"][1])
+        records = sessions.turn_keyed(records)
     _check_integrity(case, records)
     profiling = records.profiling
     # AIPerf exits 1 and writes no summary when every request failed: still a measurement.
@@ -424,11 +445,19 @@ def _measure(case: _Case, outcome: EngineOutcome, *, reset_checked: bool) -> Ben
     )
     normalized = metrics.normalize(summary, scope, slo_evidence)
     population = _population_lines(request)
+    if case.replay is not None:
+        population = sessions.turn_keyed_lines(case.replay, population)
     bounds = _prefix_bounds(case, records, population) if reset_checked else None
     client_usage = _client_usage(case, outcome)
     truth = _server_truth(case, records)
     document = _write_validity(case, records, population, bounds, client_usage, truth)
     cold = document.cache.cold_start
+    if case.replay is not None:
+        prompts = _prompt_ids_of(request, population)
+        sessions_doc = sessions.sessions_document(
+            case.replay, as_read.profiling, cold_start_expected=reset_checked, prompts=prompts
+        )
+        case.write_json(sessions.SESSIONS_FILE, "summary", sessions_doc)
     if len(case.metrics_window) == 2:
         _write_server_metrics(case, records)
     if cold is not None and not cold.cold:
@@ -450,6 +479,10 @@ def _measure(case: _Case, outcome: EngineOutcome, *, reset_checked: bool) -> Ben
 
 def _check_integrity(case: _Case, records: CaseRecords) -> None:
     shape = case.request.case
+    if case.replay is not None:
+        sessions.check_warmup_complete(case.replay, records.warmup)
+        slo.check_profiling_records(records.profiling)
+        return
     integrity.check_warmup_complete(records.warmup, shape.warmup_request_count)
     if isinstance(case.request.definition.request_source, DatasetSource):
         integrity.check_population_identity(
@@ -489,7 +522,8 @@ def _prefix_bounds(
     """What each first-wave request may hit after the reset: its prompt's prefix shared with
     earlier ones, which only this stage can tokenize (validity judges the wave with them)."""
     request = case.request
-    size = Load.of(request.case.load_shape).first_wave(request.case.request_count)
+    # As validity judges it: over the records (a conversation case's are turns, not sessions).
+    size = Load.of(request.case.load_shape).first_wave(len(records.profiling))
     wave = validity.first_wave(validity.phase_records(records.profiling), size)
     if wave is None or population is None:
         return None
@@ -498,11 +532,30 @@ def _prefix_bounds(
     conversations = [messages for messages in found if isinstance(messages, list)]
     if len(conversations) != len(wave):
         return None
-    kwargs = aiperf_config.build_request_body(request).body.get("chat_template_kwargs")
-    if not isinstance(kwargs, dict):
-        kwargs = {}
-    prompts = prefix.prompt_token_ids(request.model.locator, conversations, kwargs)
+    prompts = prefix.prompt_token_ids(
+        request.model.locator, conversations, _template_kwargs(request)
+    )
     return tuple(prefix.prefix_bounds(prompts))
+
+
+def _template_kwargs(request: BenchClientRequest) -> dict[str, Any]:
+    kwargs = aiperf_config.build_request_body(request).body.get("chat_template_kwargs")
+    return kwargs if isinstance(kwargs, dict) else {}
+
+
+def _prompt_ids_of(
+    request: BenchClientRequest, population: list[dict[str, Any]] | None
+) -> sessions.PromptIds:
+    """A conversation case's prompt token ids by turn key, tokenized on demand."""
+    messages = {str(line["session_id"]): line["messages"] for line in population or []}
+
+    def prompt_ids(keys: list[str]) -> list[list[int]]:
+        conversations = [messages[key] for key in keys]
+        return prefix.prompt_token_ids(
+            request.model.locator, conversations, _template_kwargs(request)
+        )
+
+    return prompt_ids
 
 
 def _write_validity(

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import IO
 
+from inferlab_bench.case.conversation import SessionLoad
 from inferlab_bench.case.reset import OPTION_HELP
 from inferlab_bench.case.stage import CaseOptions
 from inferlab_bench.cli.case import RESET_ENV_VAR, add_connections_flag
@@ -62,6 +63,19 @@ def add_case_flags(parser: argparse.ArgumentParser) -> None:
         "--seed", help=f"seed of the request sequence ({default_of(CaseFlags, 'seed')})"
     )
     work.add_argument("--request-body", help="JSON object merged into every request body")
+    talk = parser.add_argument_group(
+        "sessions (a conversation population: --requests and --warmup count sessions, "
+        "--concurrency sessions in flight)"
+    )
+    talk.add_argument("--think-time-ms", help="delay before each later turn, ms (default 0)")
+    talk.add_argument("--think-time-ratio", help="scale the think time by this (0..1]")
+    talk.add_argument(
+        "--think-time", choices=["fixed", "exponential"], help="fixed delay, or its mean"
+    )
+    talk.add_argument(
+        "--cache-block-tokens",
+        help="the server's prefix-cache block, for the reuse verdict (16; 1 for llama.cpp)",
+    )
     slo = parser.add_argument_group("SLO (goodput)")
     slo.add_argument("--slo-ttft-ms", help="time-to-first-token bound, ms")
     slo.add_argument("--slo-tpot-ms", help="time-per-output-token bound, ms")
@@ -106,6 +120,12 @@ def case_options(flags: CaseFlags) -> CaseOptions:
         prefix_cache_reset=None if reset in (None, "none") else reset,
         echo=aiperf_echo(flags.verbose),
         connections=flags.connections,
+        sessions=SessionLoad(
+            think_time_ms=flags.think_time_ms,
+            think_time_ratio=flags.think_time_ratio,
+            think_time=flags.think_time,
+            cache_block_tokens=flags.cache_block_tokens,
+        ),
     )
 
 

@@ -24,6 +24,7 @@ from inferlab_bench.cli.flagvalues import (
     ExistingFile,
     ExistingPath,
     JsonObject,
+    Milliseconds,
     Positive,
     Rate,
     RateList,
@@ -127,6 +128,10 @@ class CaseFlags(FlagModel):
     slo_tpot_ms: Positive | None = None
     slo_latency_ms: Positive | None = None
     slo_min_ratio: Ratio = 0.9
+    think_time_ms: Milliseconds = 0.0
+    think_time_ratio: Ratio = 1.0
+    think_time: Literal["fixed", "exponential"] = "fixed"
+    cache_block_tokens: Count = 16
     reset_prefix_cache: ResetOption | None = None
     connections: ConnectionsOption | None = None
     budget: Budget = 3600.0

@@ -17,6 +17,7 @@ from inferlab_bench.publish.html import build_page
 from inferlab_bench.report.check import check_folder
 from inferlab_bench.report.figures import case_plots
 from inferlab_bench.report.rundir import find_cases, trial_summaries
+from inferlab_bench.report.sessions import read_sessions, sessions_lines
 from inferlab_bench.report.tables import case_table, sweep_table
 
 
@@ -66,6 +67,9 @@ def _run(args: ReportFlags) -> int:
         return 0
     if len(cases) == 1:
         show(case_table(cases[0].result, title=cases[0].label, validity=cases[0].validity))
+        conversation = read_sessions(cases[0].directory)
+        if conversation is not None:
+            show(Text("\n".join(sessions_lines(conversation))))
     else:
         show(sweep_table(cases, title=str(args.directory)))
     show_verdicts(cases, summaries)

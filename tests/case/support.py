@@ -176,3 +176,102 @@ def record(
 def write_records(path: Path, records: list[dict[str, Any]]) -> Path:
     path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
     return path
+
+
+_WORDS = (
+    "river",
+    "stone",
+    "maple",
+    "lantern",
+    "harbor",
+    "copper",
+    "meadow",
+    "signal",
+    "orbit",
+    "velvet",
+    "canyon",
+    "ember",
+    "glacier",
+    "willow",
+    "beacon",
+    "thistle",
+    "quarry",
+    "saffron",
+    "tundra",
+    "marble",
+)
+
+
+def _sentence(seed: int, words: int) -> str:
+    return " ".join(_WORDS[(seed * 7 + i * 3) % len(_WORDS)] for i in range(words))
+
+
+def write_conversations(path: Path, sessions: list[list[int]], words: int = 60) -> dict[str, Any]:
+    """Write a conversation population (``sharegpt-multi-turn-v1``) as the prepare stage
+    lays it out: one line per turn carrying the whole history (the dataset's assistant
+    replies included), the evidence's input and reusable-prefix tokens counted through the
+    chat template, and the manifest; ``sessions`` gives each session's output lengths per
+    turn. Returns the population's wire facts."""
+    lines: list[bytes] = []
+    evidence: list[dict[str, Any]] = []
+    position = 0
+    for number, outputs in enumerate(sessions):
+        history: list[dict[str, str]] = []
+        previous: list[int] | None = None
+        for turn, output_length in enumerate(outputs):
+            user = f"Session {number} turn {turn}: {_sentence(number * 31 + turn, words)}"
+            messages = [*history, {"content": user, "role": "user"}]
+            entry = {
+                "extra": {"ignore_eos": True, "min_tokens": output_length},
+                "messages": messages,
+                "output_length": output_length,
+                "session_id": f"inferlab-{number:08d}",
+            }
+            lines.append(orjson.dumps(entry, option=orjson.OPT_SORT_KEYS))
+            ids = template_ids(messages, generation=True)
+            reply = {"content": f"Reply {number}.{turn}: {_sentence(turn, words // 2)}"}
+            context = template_ids([*messages, {**reply, "role": "assistant"}], generation=False)
+            shared = 0 if previous is None else _common(ids, previous)
+            evidence.append(
+                {
+                    "input_tokens": len(ids),
+                    "output_tokens": output_length,
+                    "position": position,
+                    "reusable_prefix_tokens": shared,
+                    "session_id": entry["session_id"],
+                    "turn": turn,
+                }
+            )
+            history = [*messages, {**reply, "role": "assistant"}]
+            previous = context
+            position += 1
+    data = b"".join(line + b"\n" for line in lines)
+    path.write_bytes(data)
+    evidence_path(path).write_bytes(
+        b"".join(orjson.dumps(e, option=orjson.OPT_SORT_KEYS) + b"\n" for e in evidence)
+    )
+    manifest = {"schema_version": 1, "materialization_identity": "sharegpt-multi-turn-v1"}
+    path.with_name("preparation-manifest.json").write_bytes(orjson.dumps(manifest))
+    return {
+        "path": str(path),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "entries": len(lines),
+        "tpot_applicable": min(min(s) for s in sessions) >= 2,
+    }
+
+
+def template_ids(messages: list[dict[str, str]], *, generation: bool) -> list[int]:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(TOKENIZER_DIR, local_files_only=True)
+    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=generation, tokenize=True)
+    return list(ids["input_ids"] if isinstance(ids, Mapping) else ids)
+
+
+def _common(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
