@@ -32,7 +32,7 @@ residuals and llama.cpp reports no arrival time to take it out: there only the I
 residual is scored. The first wave after a reset is cold when none of its first
 ``min(concurrency, slots)`` requests read a cached token (``cache_n``).
 
-    PYTHONPATH=. python benchmarks/calibrate_engine.py          # every condition (~15 min)
+    PYTHONPATH=. python benchmarks/calibrate_engine.py          # 17 runs, 15-20 min
     PYTHONPATH=. python benchmarks/calibrate_engine.py --quick  # three short runs
     PYTHONPATH=. python benchmarks/calibrate_engine.py --json runs.json
     PYTHONPATH=. python benchmarks/calibrate_engine.py --report a.json b.json
@@ -93,17 +93,18 @@ def conditions(quick: bool) -> list[Condition]:
             Condition("CPU hog c=4", "client", c4, 24, 1, "hog"),
         ]
     p10 = ("--rate", "10")
+    queue = ("--concurrency", "8")
     return [
-        Condition("null c=4", "null", c4, 40, 5),
+        Condition("null c=4", "null", c4, 40, 2),
         Condition("null poisson 10/s", "null", p10, 40, 2),
-        Condition("CPU hog c=4", "client", c4, 40, 3, "hog"),
         Condition("brake 40% c=4", "client", c4, 40, 3, "brake"),
         Condition("brake 40% poisson 10/s", "client", p10, 40, 2, "brake"),
-        Condition(
-            "queue c=8 on 2 slots", "server", ("--concurrency", "8"), 40, 2, slots=2, queued=True
-        ),
+        Condition("queue c=8 on 2 slots", "server", queue, 40, 2, slots=2, queued=True),
         Condition("cold cache c=4", "null", c4, 40, 2, reset="llamacpp", prewarm=4),
-        Condition("warm cache c=4", "server", c4, 40, 2, reset="GET:/health", prewarm=4),
+        Condition("warm cache c=4", "server", c4, 40, 1, reset="GET:/health", prewarm=4),
+        Condition("null c=4", "null", c4, 40, 2),  # the null level from both ends of the session
+        # Last: on a loaded 2-core host AIPerf's start-up under the hog takes minutes.
+        Condition("CPU hog c=4", "client", c4, 40, 1, "hog"),
     ]
 
 

@@ -42,9 +42,10 @@ def _raw(rid: str, timings: dict[str, Any] | None) -> Any:
         {"choices": [{"index": 0, "delta": {"content": " the"}}]},
         {"choices": [{"finish_reason": "length", "index": 0, "delta": {}}]},
     ]
+    # As llama-server writes it: the timings ride on the usage chunk, the last before [DONE].
+    chunks.append({"choices": [], "usage": {"prompt_tokens": 200, "completion_tokens": 32}})
     if timings is not None:
         chunks[-1]["timings"] = timings
-    chunks.append({"choices": [], "usage": {"prompt_tokens": 200, "completion_tokens": 32}})
     packets = [{"name": "data", "value": orjson.dumps(c).decode()} for c in chunks]
     packets.append({"name": "data", "value": "[DONE]"})
     return {
