@@ -96,9 +96,10 @@ def conditions(quick: bool) -> list[Condition]:
     queue = ("--concurrency", "8")
     return [
         Condition("null c=4", "null", c4, 40, 2),
-        Condition("null poisson 10/s", "null", p10, 40, 2),
+        # 10/s overran 4 slots here (E2E p90 0.6-0.8 s at load 25): scored as a queue.
+        Condition("null poisson 10/s", "null", p10, 40, 2, queued=True),
         Condition("brake 40% c=4", "client", c4, 40, 3, "brake"),
-        Condition("brake 40% poisson 10/s", "client", p10, 40, 2, "brake"),
+        Condition("brake 40% poisson 10/s", "client", p10, 40, 2, "brake", queued=True),
         Condition("queue c=8 on 2 slots", "server", queue, 40, 2, slots=2, queued=True),
         Condition("cold cache c=4", "null", c4, 40, 2, reset="llamacpp", prewarm=4),
         Condition("warm cache c=4", "server", c4, 40, 1, reset="GET:/health", prewarm=4),
@@ -208,9 +209,12 @@ def first_wave_cached(rows: list[EngineRow], wave: int) -> int:
     return sum(r.cache_n for r in sorted(rows, key=lambda r: r.start_ns)[:wave])
 
 
-def null_level(runs: Iterable[Run]) -> dict[str, float]:
-    """The server's own share of each residual: its median over the null runs."""
+def null_level(runs: Iterable[Run], load: str | None = None) -> dict[str, float]:
+    """The server's own share of each residual: its median over the null runs of the same
+    load (``truth["load"]``), or over every null run when none has it."""
     nulls = [run.truth for run in runs if run.kind == "null"]
+    alike = [t for t in nulls if load is not None and t.get("load") == load]
+    nulls = alike or nulls
     keys = [f"{m}_p{q}_ms" for m in METRICS for q in QUANTILES]
     return {k: float(np.nanmedian([t[k] for t in nulls])) if nulls else float("nan") for k in keys}
 
@@ -240,13 +244,21 @@ def client_distorted(
     return False
 
 
-def rescore(runs: list[Run]) -> dict[str, float]:
-    """Every run's true state against the null level of ``runs``; returns the level."""
-    level = null_level(runs)
+def rescore(runs: list[Run]) -> dict[str, dict[str, float]]:
+    """Every run's true state against the null level of its load; returns the levels."""
+    known = {c.name: c for c in [*conditions(quick=False), *conditions(quick=True)]}
+    for run in runs:  # runs saved before these fields were recorded: from the condition table
+        condition = known.get(run.condition)
+        if condition is not None:
+            run.truth.setdefault("load", " ".join(condition.load))
+            run.truth["queued"] = bool(run.truth.get("queued") or condition.queued)
+    levels: dict[str, dict[str, float]] = {}
     for run in runs:
+        load = run.truth.get("load")
+        level = levels.setdefault(str(load), null_level(runs, load))
         run.true_state["client_cost_low"] = client_distorted(run.truth, level)
         run.true_state["verdict"] = any(v for k, v in run.true_state.items() if k != "verdict")
-    return level
+    return levels
 
 
 def _value(metrics: Mapping[str, Any], tag: str) -> float:
@@ -314,6 +326,7 @@ def score(condition: Condition, out: Path, seconds: float) -> Run:
         **residual_figures(rows),
         "requests": len(rows),
         "queued": condition.queued,
+        "load": " ".join(condition.load),
         "first_wave_cached_tokens": cached,
         "first_wave": wave,
         "reset": condition.reset is not None,
@@ -350,7 +363,7 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def report(runs: list[Run], seconds: float) -> str:
-    level = rescore(runs)
+    levels = rescore(runs)
     tol = CLIENT_TOLERANCE
     lines = [
         f"llama.cpp calibration {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: "
@@ -358,13 +371,17 @@ def report(runs: list[Run], seconds: float) -> str:
         "truth: llama-server's timings per request (AIPerf raw export, joined by X-Request-ID)",
         "residual = client - compute (TTFT - prompt_ms, ITL - predicted_ms/(n-1), "
         "E2E - prompt_ms - predicted_ms)",
-        "null level (median of null runs) p50/p90 ms: "
-        + ", ".join(
-            f"{m.upper()} {level[f'{m}_p50_ms']:.2f}/{level[f'{m}_p90_ms']:.2f}" for m in METRICS
+        *(
+            f"null level of {load} (median of its null runs), residual p50/p90 ms: "
+            + ", ".join(
+                f"{m.upper()} {lv[f'{m}_p50_ms']:.2f}/{lv[f'{m}_p90_ms']:.2f}" for m in METRICS
+            )
+            for load, lv in levels.items()
         ),
-        f"distorted: a residual p50/p90 above its null level by more than max({tol.floor_ms:g} "
-        f"ms, {tol.relative:.0%} of compute) (ITL max({tol.itl_floor_ms:g} ms, "
-        f"{tol.relative:.0%})); queue: ITL only. cache: cache_n of the first wave after a reset",
+        "distorted: a residual p50/p90 above its load's null level by more than "
+        f"max({tol.floor_ms:g} ms, {tol.relative:.0%} of compute) "
+        f"(ITL max({tol.itl_floor_ms:g} ms, {tol.relative:.0%})); queue: ITL only; "
+        "cache: cache_n of the first wave after a reset",
         "",
         f"  {'condition':<26}{'load1':>6}  {'compute TTFT/ITL/E2E p90':>25}"
         f"{'TTFT p50/p90 +ms':>18}{'ITL p50/p90 +ms':>17}{'E2E p50/p90 +ms':>17}  wave cache_n",
@@ -372,6 +389,7 @@ def report(runs: list[Run], seconds: float) -> str:
     for run in runs:
         t = run.truth
         compute = "/".join(f"{t[f'compute_{m}_p90_ms']:.2f}" for m in METRICS)
+        level = levels[str(t.get("load"))]
         above = {k: float(t[k]) - level[k] for k in level}
         dist = "".join(
             f"{above[f'{m}_p50_ms']:>+8.2f}/{above[f'{m}_p90_ms']:<+8.2f}" for m in METRICS
