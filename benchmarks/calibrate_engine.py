@@ -283,7 +283,12 @@ def llama_server(workdir: Path, slots: int) -> Iterator[tuple[str, str]]:
     if not model.exists():
         write_tiny_qwen2(model, Path(TOKENIZER_DIR))
     log = workdir / f"llama-server-{slots}.log"
-    with running_llama_server(binary, model, log, parallel=slots, cache_ram_mib=0) as server:
+    # The slot erase of --reset-prefix-cache llamacpp answers 501 without a slot save path.
+    (workdir / "slots").mkdir(exist_ok=True)
+    extra = ("--slot-save-path", f"{workdir / 'slots'}/")
+    with running_llama_server(
+        binary, model, log, parallel=slots, cache_ram_mib=0, extra=extra
+    ) as server:
         yield server.base_url, server.model_id
 
 
