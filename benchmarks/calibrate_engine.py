@@ -64,7 +64,11 @@ from inferlab_bench.runs.demo import TOKENIZER_DIR  # noqa: E402
 from inferlab_bench.validity.truth import CLIENT_TOLERANCE, ClientTolerance  # noqa: E402
 
 INPUT_TOKENS, OUTPUT_TOKENS = 200, 32
-METRICS = ("ttft", "itl", "e2e")
+METRICS = ("ttft", "itl", "e2e", "decode")
+"""``decode``: client E2E - TTFT against ``predicted_ms``, the part of a request after its
+first token: no wait for a slot in it, so it is what a queue leaves to score."""
+SCORED = ("ttft", "itl", "e2e")
+SCORED_IN_A_QUEUE = ("itl", "decode")
 QUANTILES = (50, 90)
 JUDGMENTS = ("client_cost_low", "cache_cold", "requests_succeeded", "verdict")
 """``load_generator_kept_up`` is not scored: llama.cpp reports no arrival time per request."""
@@ -127,15 +131,21 @@ class EngineRow:
 
     @property
     def compute(self) -> dict[str, float]:
-        """What the model spent, per metric: prompt pass, one decode step, both."""
+        """What the model spent, per metric: prompt pass, one decode step, both, the decode."""
         steps = self.predicted_n - 1
         itl = self.predicted_ms / steps if steps > 0 else float("nan")
-        return {"ttft": self.prompt_ms, "itl": itl, "e2e": self.prompt_ms + self.predicted_ms}
+        e2e = self.prompt_ms + self.predicted_ms
+        return {"ttft": self.prompt_ms, "itl": itl, "e2e": e2e, "decode": self.predicted_ms}
 
     @property
     def residual(self) -> dict[str, float]:
         """Client figure minus the model's compute: HTTP, template, queue, and the client."""
-        client = {"ttft": self.client_ttft_ms, "itl": self.client_itl_ms, "e2e": self.client_e2e_ms}
+        client = {
+            "ttft": self.client_ttft_ms,
+            "itl": self.client_itl_ms,
+            "e2e": self.client_e2e_ms,
+            "decode": self.client_e2e_ms - self.client_ttft_ms,
+        }
         return {m: client[m] - self.compute[m] for m in METRICS}
 
 
@@ -225,7 +235,7 @@ def excess(truth: Mapping[str, Any], level: Mapping[str, float]) -> dict[str, fl
 
 
 def scored_keys(truth: Mapping[str, Any]) -> list[str]:
-    metrics = ("itl",) if truth.get("queued") else METRICS
+    metrics = SCORED_IN_A_QUEUE if truth.get("queued") else SCORED
     return [f"{m}_p{q}_ms" for m in metrics for q in QUANTILES]
 
 
@@ -385,21 +395,22 @@ def report(runs: list[Run], seconds: float) -> str:
         ),
         "distorted: a residual p50/p90 above its load's null level by more than "
         f"max({tol.floor_ms:g} ms, {tol.relative:.0%} of compute) "
-        f"(ITL max({tol.itl_floor_ms:g} ms, {tol.relative:.0%})); queue: ITL only; "
+        f"(ITL max({tol.itl_floor_ms:g} ms, {tol.relative:.0%})); in a queue: ITL and decode; "
         "cache: cache_n of the first wave after a reset",
         "",
         f"  {'condition':<26}{'load1':>6}  {'compute TTFT/ITL/E2E p90':>25}"
-        f"{'TTFT p50/p90 +ms':>18}{'ITL p50/p90 +ms':>17}{'E2E p50/p90 +ms':>17}  wave cache_n",
+        f"{'TTFT p50/p90 +ms':>18}{'ITL p50/p90 +ms':>17}{'E2E p50/p90 +ms':>17}"
+        f"{'decode p50/p90':>17}  wave cache_n",
     ]
     for run in runs:
         t = run.truth
-        compute = "/".join(f"{t[f'compute_{m}_p90_ms']:.2f}" for m in METRICS)
+        compute = "/".join(f"{t[f'compute_{m}_p90_ms']:.2f}" for m in SCORED)
         level = levels[str(t.get("load"))]
         above = {k: float(t[k]) - level[k] for k in level}
         dist = "".join(
             f"{above[f'{m}_p50_ms']:>+8.2f}/{above[f'{m}_p90_ms']:<+8.2f}" for m in METRICS
         )
-        wave = f"{t['first_wave']} {t['first_wave_cached_tokens']}" if t["reset"] else "-"
+        wave = f"{t['first_wave']} {t['first_wave_cached_tokens']}" if t.get("reset") else "-"
         lines.append(f"  {run.condition:<26}{run.load_1min:>6.2f}  {compute:>25} {dist}  {wave}")
     for judgment in JUDGMENTS:
         lines += ["", *confusion(runs, judgment)]

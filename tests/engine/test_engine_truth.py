@@ -6,6 +6,7 @@ llama-server (its stream's last chunk carries ``timings``), no server needed.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -70,8 +71,9 @@ def test_timings_come_from_the_stream_and_join_by_request_id() -> None:
     rows, missing = engine_rows(client, raw)
     assert missing == 1
     [row] = rows
-    # TTFT - prompt_ms, ITL - predicted_ms/(n-1), E2E - (prompt_ms + predicted_ms)
-    assert row.residual == pytest.approx({"ttft": 3.0, "itl": 0.1, "e2e": 4.0})
+    # TTFT - prompt_ms, ITL - predicted_ms/(n-1), E2E - (prompt_ms + predicted_ms),
+    # decode: E2E - TTFT - predicted_ms
+    assert row.residual == pytest.approx({"ttft": 3.0, "itl": 0.1, "e2e": 4.0, "decode": 1.0})
 
 
 def _row(residual_ttft: float, compute_ttft: float = 5.0, itl_extra: float = 0.0) -> EngineRow:
@@ -111,13 +113,16 @@ def test_distorted_means_beyond_the_null_level_by_more_than_the_tolerance() -> N
     assert client_distorted(_run("client", [_row(1.4, itl_extra=0.6)] * 10).truth, level)
 
 
-def test_a_queue_is_scored_on_itl_alone() -> None:
+def test_a_queue_is_scored_on_itl_and_the_decode() -> None:
     level = null_level([_run("null", [_row(1.0)] * 10)])
     waited = [_row(40.0)] * 10  # the wait for a slot is in TTFT and E2E
     assert client_distorted(_run("server", waited).truth, level)
     assert not client_distorted(_run("server", waited, queued=True).truth, level)
     late = [_row(40.0, itl_extra=1.0)] * 10
     assert client_distorted(_run("server", late, queued=True).truth, level)
+    # The last token read 10 ms late after a queued first one: the decode residual shows it.
+    read_late = [replace(r, client_e2e_ms=r.client_e2e_ms + 10.0) for r in waited]
+    assert client_distorted(_run("server", read_late, queued=True).truth, level)
 
 
 def test_rescore_sets_every_true_state_and_the_overall_one() -> None:
