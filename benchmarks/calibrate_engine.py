@@ -387,7 +387,7 @@ def report(runs: list[Run], seconds: float) -> str:
         "residual = client - compute (TTFT - prompt_ms, ITL - predicted_ms/(n-1), "
         "E2E - prompt_ms - predicted_ms)",
         *(
-            f"null level of {load} (median of its null runs), residual p50/p90 ms: "
+            f"null level of {load} ({_level_source(runs, load)}), residual p50/p90 ms: "
             + ", ".join(
                 f"{m.upper()} {lv[f'{m}_p50_ms']:.2f}/{lv[f'{m}_p90_ms']:.2f}" for m in METRICS
             )
@@ -418,6 +418,11 @@ def report(runs: list[Run], seconds: float) -> str:
             lines += ["", *confusion(runs, judgment, before=True)]
     lines += ["", *check_rates(runs)]
     return "\n".join(lines)
+
+
+def _level_source(runs: list[Run], load: str) -> str:
+    alike = any(r.kind == "null" and r.truth.get("load") == load for r in runs)
+    return "median of its null runs" if alike else "no null run of this load: every null run"
 
 
 def main() -> None:
