@@ -143,3 +143,16 @@ def test_the_first_wave_is_the_earliest_requests() -> None:
     assert first_wave_cached(rows, 1) == 0
     assert first_wave_cached(rows, 2) == 3
     assert first_wave_cached(rows, 3) == 183
+
+
+def test_the_null_level_is_the_one_of_the_same_load() -> None:
+    """A rate's residual holds waits a concurrency's does not: each load has its own level."""
+    closed = _run("null", [_row(1.0)] * 10)
+    opened = _run("null", [_row(30.0)] * 10)
+    closed.truth["load"], opened.truth["load"] = "--concurrency 4", "--rate 3"
+    assert null_level([closed, opened], "--rate 3")["ttft_p90_ms"] == pytest.approx(30.0)
+    assert null_level([closed, opened], "--concurrency 4")["ttft_p90_ms"] == pytest.approx(1.0)
+    braked = _run("client", [_row(31.0)] * 10)
+    braked.truth["load"] = "--rate 3"  # +1 ms over its own load's level: within
+    rescore([closed, opened, braked])
+    assert braked.true_state["client_cost_low"] is False
