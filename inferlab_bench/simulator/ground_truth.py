@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,13 +15,17 @@ import orjson
 
 from inferlab_bench.atomic import open_for_append
 
+MEMORY_RECORDS = 200_000
+"""Records kept in memory for ``records()`` and the truth path (about 1 KB each): a server left
+running for days keeps the latest ones; the file, when given, keeps them all."""
+
 
 class GroundTruthLog:
     """Appends one JSON object per record; each line is flushed whole before the next."""
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, memory: int = MEMORY_RECORDS) -> None:
         self.path = path
-        self._records: list[dict[str, Any]] = []
+        self._records: deque[dict[str, Any]] = deque(maxlen=memory)
         self._lock = threading.Lock()
         self._file: IO[bytes] | None = None
         self._observers: list[Callable[[dict[str, Any]], None]] = []
@@ -43,7 +48,7 @@ class GroundTruthLog:
                 self._file.flush()
 
     def records(self) -> list[dict[str, Any]]:
-        """A copy of every record so far, in order."""
+        """A copy of the latest ``memory`` records (every one, below that), in order."""
         with self._lock:
             return list(self._records)
 

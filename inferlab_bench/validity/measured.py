@@ -92,10 +92,12 @@ def measure(
     first_wave: int | None = None,
     tolerance: ClientTolerance = CLIENT_TOLERANCE,
 ) -> Measured | None:
-    """The truth of these requests (None: no record joined)."""
+    """The truth of these requests (None: no record joined, or a succeeded request has none:
+    a partial truth could miss the first wave, so the calibrated proxies decide then)."""
     found = join(profiling, server)
     joined = [(i, server[k]) for i, k in enumerate(found) if k is not None]
-    if not joined:
+    unjoined = [k is None and ok for k, ok in zip(found, profiling.succeeded, strict=True)]
+    if not joined or any(unjoined):
         return None
     distortion = client_distortion(_rows(profiling, joined), tolerance)
     late = None

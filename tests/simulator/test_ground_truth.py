@@ -123,3 +123,14 @@ def test_arrival_is_when_the_first_byte_of_each_request_was_parsed(
         # The body came a pause after the head; the parser may stamp the head late on a busy
         # machine (by up to the 50 ms above), so the pause is counted from the head's send.
         assert record["end_ns"] - before >= pause * 1e9
+
+
+def test_memory_keeps_the_latest_records_and_the_file_keeps_them_all(tmp_path: Path) -> None:
+    from inferlab_bench.simulator.ground_truth import GroundTruthLog
+
+    path = tmp_path / "truth.jsonl"
+    with GroundTruthLog(path, memory=3) as log:
+        for i in range(5):
+            log.append({"kind": "request", "n": i})
+        assert [r["n"] for r in log.records()] == [2, 3, 4]
+    assert [json.loads(line)["n"] for line in path.read_text().splitlines()] == [0, 1, 2, 3, 4]

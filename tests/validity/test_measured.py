@@ -172,6 +172,17 @@ def test_records_without_request_ids_join_nothing_and_keep_the_proxies() -> None
     assert doc.client_cost.checks[0].name != "client_added_latency_ms"
 
 
+def test_a_truth_missing_a_succeeded_request_is_not_used() -> None:
+    # The simulator keeps its latest records only: a case older than them, or a first wave
+    # it dropped, must not be judged on the rest (cache_cold looks at the first wave).
+    profiling = client(60.0)
+    truth = server(profiling, 50.0, cached=500)
+    assert judge(profiling, truth).measured is not None
+    doc = judge(profiling, truth[1:])
+    assert doc.measured is None
+    assert doc.client_cost.checks[0].name != "client_added_latency_ms"
+
+
 def test_the_page_shows_a_failed_verdict_with_its_measured_sentence() -> None:
     from types import SimpleNamespace
 
