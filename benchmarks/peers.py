@@ -34,7 +34,9 @@ length; a run whose counts do not line up is reported as nothing joined).
 
 Peers live in their own virtual environments under ``~/.cache/inferlab-bench/peers/<tool>/``
 (a ``READY`` file marks one that has run against the simulator); a missing one is skipped
-with a message. GuideLLM pulls torch: install ``torch==2.13.0`` (the CPU wheel) first.
+with a message. ``scripts/install_peers.sh`` builds them, every package pinned in
+``scripts/peers/<tool>.txt`` (GuideLLM 0.8.1, SGLang 0.5.9's bench_serving, vLLM 0.33.0's
+``bench serve``, torch the 2.13.0 CPU wheel; the versions move the figures).
 
     python benchmarks/peers.py                      # every client, load and population
     python benchmarks/peers.py --load c1 c4 --clients ours-run ours --population real
@@ -433,7 +435,7 @@ def guidellm(url: str, load: Load, workload: Workload, work: Path) -> tuple[str,
         profile: dict[str, Any] = {"kind": "concurrent", "streams": [load.concurrency]}
     else:
         profile = {"kind": "poisson", "rate": [load.rate]}
-    backend = {"kind": "openai_http", "target": url, "model": MODEL}
+    backend: dict[str, Any] = {"kind": "openai_http", "target": url, "model": MODEL}
     backend |= {"request_format": "/v1/chat/completions", "extras": {"body": {"ignore_eos": True}}}
     scenario = {
         "spec": {
@@ -790,7 +792,11 @@ def available(clients: list[str]) -> list[str]:
     for name in clients:
         path = CLIENTS[name][1]
         if path is not None and not path.exists():
-            print(f"skipped {name}: not installed ({path} is missing)", file=sys.stderr)
+            print(
+                f"skipped {name}: not installed ({path} is missing;"
+                " scripts/install_peers.sh builds it)",
+                file=sys.stderr,
+            )
             continue
         usable.append(name)
     return usable
