@@ -91,7 +91,7 @@ from inferlab_bench.validity.dispatch import (
 )
 from inferlab_bench.validity.verdict import Verdict, combine_checks
 
-OUTPUT_TOKENS = 64
+OUTPUT_TOKENS = 64  # per request, unless --output-tokens
 MODEL = "sim-model"
 PEERS = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "inferlab-bench/peers"
 METRICS = ("ttft", "itl", "e2e")
@@ -208,6 +208,7 @@ class Workload:
     name: str
     population: Path
     texts: list[str]
+    output_tokens: int = OUTPUT_TOKENS
 
     def head(self, load: Load, path: Path) -> Path:
         """The population's first ``load.requests`` entries (the ones every client sends)."""
@@ -216,7 +217,9 @@ class Workload:
         return path
 
 
-def prepared(kind: str, entries: int, workdir: Path) -> Workload:
+def prepared(
+    kind: str, entries: int, workdir: Path, output_tokens: int = OUTPUT_TOKENS
+) -> Workload:
     """A population of ``entries`` through ``inferlab-bench prepare``: hand-written prompts
     (``synthetic``, input up to 2048 tokens) or real ShareGPT conversations (``real``, input
     up to 512 tokens, from /work/shared/tools/real-sharegpt)."""
@@ -234,7 +237,7 @@ def prepared(kind: str, entries: int, workdir: Path) -> Workload:
         source.write_text(json.dumps(conversations))
     command = [sys.executable, "-m", "inferlab_bench", "prepare", "--model", TOKENIZER_DIR]
     command += ["--served-name", MODEL, "--dataset", str(source), "--entries", str(entries)]
-    command += ["--max-input-tokens", str(limit), "--output-tokens", str(OUTPUT_TOKENS)]
+    command += ["--max-input-tokens", str(limit), "--output-tokens", str(output_tokens)]
     command += ["--seed", "1", "--out", str(out)]
     run_quiet(command, workdir / f"prepare-{kind}.log")
     population = out / "population.jsonl"
@@ -242,7 +245,7 @@ def prepared(kind: str, entries: int, workdir: Path) -> Workload:
     for line in population.read_bytes().splitlines():
         users = [m["content"] for m in orjson.loads(line)["messages"] if m["role"] == "user"]
         texts.append(users[-1])
-    return Workload(kind, population, texts)
+    return Workload(kind, population, texts, output_tokens)
 
 
 REAL_SHAREGPT = "/work/shared/tools/real-sharegpt"
@@ -428,7 +431,8 @@ def guidellm(url: str, load: Load, workload: Workload, work: Path) -> tuple[str,
     data = work / "data.jsonl"
     data.write_text(
         "".join(
-            json.dumps({"prompt": t, "output_tokens_count": OUTPUT_TOKENS}) + "\n" for t in texts
+            json.dumps({"prompt": t, "output_tokens_count": workload.output_tokens}) + "\n"
+            for t in texts
         )
     )
     if load.rate is None:
@@ -499,7 +503,8 @@ def sglang(url: str, load: Load, workload: Workload, work: Path) -> tuple[str, l
         "--dataset-path",
         str(data),
     ]
-    command += ["--num-prompts", str(len(texts)), "--sharegpt-output-len", str(OUTPUT_TOKENS)]
+    command += ["--num-prompts", str(len(texts)), "--sharegpt-output-len"]
+    command += [str(workload.output_tokens)]
     command += ["--output-file", str(work / "sglang.jsonl"), "--output-details", "--disable-tqdm"]
     command += ["--extra-request-body", json.dumps({"ignore_eos": True}), "--seed", "1"]
     if load.rate is None:
@@ -525,7 +530,8 @@ def vllm(url: str, load: Load, workload: Workload, work: Path) -> tuple[str, lis
         "--dataset-path",
         str(data),
     ]
-    command += ["--custom-output-len", str(OUTPUT_TOKENS), "--num-prompts", str(len(texts))]
+    command += ["--custom-output-len", str(workload.output_tokens)]
+    command += ["--num-prompts", str(len(texts))]
     command += ["--ignore-eos", "--save-result", "--save-detailed", "--result-dir", str(work)]
     command += ["--result-filename", "vllm.json", "--seed", "1", "--disable-tqdm"]
     if load.rate is None:
@@ -810,6 +816,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--requests", type=int, help="requests per run (default: per load)")
     parser.add_argument("--workdir", type=Path, help="keep every run's files here")
+    parser.add_argument(
+        "--output-tokens",
+        type=int,
+        default=OUTPUT_TOKENS,
+        help=f"tokens per answer, every client (default {OUTPUT_TOKENS})",
+    )
     args = parser.parse_args()
     clients = available(args.clients)
     loads = {k: _sized(LOADS[k], args.requests) for k in args.load}
@@ -818,7 +830,7 @@ def main() -> None:
         tmp = args.workdir or stack.enter_context(tempfile.TemporaryDirectory(prefix="peers-"))
         entries = max(load.requests for load in loads.values())
         for kind in args.population:
-            workload = prepared(kind, entries, Path(tmp))
+            workload = prepared(kind, entries, Path(tmp), args.output_tokens)
             runs = run_loads(Path(tmp), workload, loads, clients, args.repeats)
             print(f"\n{kind} population, load average now {os.getloadavg()}")
             print(render(runs, args.load, clients))
