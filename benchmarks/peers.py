@@ -29,8 +29,10 @@ Joins: ours by X-Request-ID (AIPerf sends it, the simulator records it); GuideLL
 response id it keeps (the simulator's response id is its ground-truth ``request_id``);
 SGLang and vLLM record neither an id nor a send time per request, so their requests are
 joined by prompt length: the n-th shortest request a client reports is the n-th shortest the
-server received in that run (exact for the synthetic population, whose prompts all differ in
-length; a run whose counts do not line up is reported as nothing joined).
+server received in that run, prompts of equal length (the real population has them) in the
+order the client lists them and the server received them (exact for the synthetic
+population, whose prompts all differ in length, and at c=1; a run whose counts do not line
+up, after SGLang's warm-up request, is reported as nothing joined).
 
 Peers live in their own virtual environments under ``~/.cache/inferlab-bench/peers/<tool>/``
 (a ``READY`` file marks one that has run against the simulator); a missing one is skipped
@@ -575,12 +577,15 @@ DEFAULT_CLIENTS = ["ours-run", "ours-case", "ours", "guidellm", "sglang", "vllm"
 def overheads(kind: str, measured: list[Measured], truth: list[dict[str, Any]]) -> dict[str, Any]:
     """Per metric, client minus truth per joined request (ms)."""
     if kind == "prompt_rank":
-        # A client's own warm-up request (SGLang sends one) repeats a prompt: keep the last.
-        latest = {t["prompt_tokens"]: t for t in sorted(truth, key=lambda t: t["arrival_ns"])}
-        by_len = [latest[k] for k in sorted(latest)]
-        ordered = sorted(measured, key=lambda m: int(m.key))
-        if len(by_len) != len(ordered):
+        arrived = sorted(truth, key=lambda t: t["arrival_ns"])
+        if len(arrived) == len(measured) + 1:  # the client's own warm-up (SGLang sends one)
+            arrived = arrived[1:]
+        if len(arrived) != len(measured):
             return {}
+        # Rank by prompt length; equal lengths (real prompts have them) in the order the
+        # client lists its requests (its send order) and the server received them.
+        by_len = sorted(arrived, key=lambda t: (t["prompt_tokens"], t["arrival_ns"]))
+        ordered = sorted(measured, key=lambda m: int(m.key))  # stable: list order within ties
         pairs = list(zip(ordered, by_len, strict=True))
     else:
         index = {t.get(kind): t for t in truth}
