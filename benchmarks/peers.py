@@ -29,12 +29,16 @@ Joins: ours by X-Request-ID (AIPerf sends it, the simulator records it); GuideLL
 response id it keeps (the simulator's response id is its ground-truth ``request_id``);
 SGLang and vLLM record neither an id nor a send time per request, so their requests are
 joined by prompt length: the n-th shortest request a client reports is the n-th shortest the
-server received in that run (exact for the synthetic population, whose prompts all differ in
-length; a run whose counts do not line up is reported as nothing joined).
+server received in that run, prompts of equal length (the real population has them) in the
+order the client lists them and the server received them (exact for the synthetic
+population, whose prompts all differ in length, and at c=1; a run whose counts do not line
+up, after SGLang's warm-up request, is reported as nothing joined).
 
 Peers live in their own virtual environments under ``~/.cache/inferlab-bench/peers/<tool>/``
 (a ``READY`` file marks one that has run against the simulator); a missing one is skipped
-with a message. GuideLLM pulls torch: install ``torch==2.13.0`` (the CPU wheel) first.
+with a message. ``scripts/install_peers.sh`` builds them, every package pinned in
+``scripts/peers/<tool>.txt`` (GuideLLM 0.8.1, SGLang 0.5.9's bench_serving, vLLM 0.33.0's
+``bench serve``, torch the 2.13.0 CPU wheel; the versions move the figures).
 
     python benchmarks/peers.py                      # every client, load and population
     python benchmarks/peers.py --load c1 c4 --clients ours-run ours --population real
@@ -89,7 +93,7 @@ from inferlab_bench.validity.dispatch import (
 )
 from inferlab_bench.validity.verdict import Verdict, combine_checks
 
-OUTPUT_TOKENS = 64
+OUTPUT_TOKENS = 64  # per request, unless --output-tokens
 MODEL = "sim-model"
 PEERS = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "inferlab-bench/peers"
 METRICS = ("ttft", "itl", "e2e")
@@ -206,6 +210,7 @@ class Workload:
     name: str
     population: Path
     texts: list[str]
+    output_tokens: int = OUTPUT_TOKENS
 
     def head(self, load: Load, path: Path) -> Path:
         """The population's first ``load.requests`` entries (the ones every client sends)."""
@@ -214,7 +219,9 @@ class Workload:
         return path
 
 
-def prepared(kind: str, entries: int, workdir: Path) -> Workload:
+def prepared(
+    kind: str, entries: int, workdir: Path, output_tokens: int = OUTPUT_TOKENS
+) -> Workload:
     """A population of ``entries`` through ``inferlab-bench prepare``: hand-written prompts
     (``synthetic``, input up to 2048 tokens) or real ShareGPT conversations (``real``, input
     up to 512 tokens, from /work/shared/tools/real-sharegpt)."""
@@ -232,7 +239,7 @@ def prepared(kind: str, entries: int, workdir: Path) -> Workload:
         source.write_text(json.dumps(conversations))
     command = [sys.executable, "-m", "inferlab_bench", "prepare", "--model", TOKENIZER_DIR]
     command += ["--served-name", MODEL, "--dataset", str(source), "--entries", str(entries)]
-    command += ["--max-input-tokens", str(limit), "--output-tokens", str(OUTPUT_TOKENS)]
+    command += ["--max-input-tokens", str(limit), "--output-tokens", str(output_tokens)]
     command += ["--seed", "1", "--out", str(out)]
     run_quiet(command, workdir / f"prepare-{kind}.log")
     population = out / "population.jsonl"
@@ -240,7 +247,7 @@ def prepared(kind: str, entries: int, workdir: Path) -> Workload:
     for line in population.read_bytes().splitlines():
         users = [m["content"] for m in orjson.loads(line)["messages"] if m["role"] == "user"]
         texts.append(users[-1])
-    return Workload(kind, population, texts)
+    return Workload(kind, population, texts, output_tokens)
 
 
 REAL_SHAREGPT = "/work/shared/tools/real-sharegpt"
@@ -426,14 +433,15 @@ def guidellm(url: str, load: Load, workload: Workload, work: Path) -> tuple[str,
     data = work / "data.jsonl"
     data.write_text(
         "".join(
-            json.dumps({"prompt": t, "output_tokens_count": OUTPUT_TOKENS}) + "\n" for t in texts
+            json.dumps({"prompt": t, "output_tokens_count": workload.output_tokens}) + "\n"
+            for t in texts
         )
     )
     if load.rate is None:
         profile: dict[str, Any] = {"kind": "concurrent", "streams": [load.concurrency]}
     else:
         profile = {"kind": "poisson", "rate": [load.rate]}
-    backend = {"kind": "openai_http", "target": url, "model": MODEL}
+    backend: dict[str, Any] = {"kind": "openai_http", "target": url, "model": MODEL}
     backend |= {"request_format": "/v1/chat/completions", "extras": {"body": {"ignore_eos": True}}}
     scenario = {
         "spec": {
@@ -497,7 +505,8 @@ def sglang(url: str, load: Load, workload: Workload, work: Path) -> tuple[str, l
         "--dataset-path",
         str(data),
     ]
-    command += ["--num-prompts", str(len(texts)), "--sharegpt-output-len", str(OUTPUT_TOKENS)]
+    command += ["--num-prompts", str(len(texts)), "--sharegpt-output-len"]
+    command += [str(workload.output_tokens)]
     command += ["--output-file", str(work / "sglang.jsonl"), "--output-details", "--disable-tqdm"]
     command += ["--extra-request-body", json.dumps({"ignore_eos": True}), "--seed", "1"]
     if load.rate is None:
@@ -523,7 +532,8 @@ def vllm(url: str, load: Load, workload: Workload, work: Path) -> tuple[str, lis
         "--dataset-path",
         str(data),
     ]
-    command += ["--custom-output-len", str(OUTPUT_TOKENS), "--num-prompts", str(len(texts))]
+    command += ["--custom-output-len", str(workload.output_tokens)]
+    command += ["--num-prompts", str(len(texts))]
     command += ["--ignore-eos", "--save-result", "--save-detailed", "--result-dir", str(work)]
     command += ["--result-filename", "vllm.json", "--seed", "1", "--disable-tqdm"]
     if load.rate is None:
@@ -567,12 +577,15 @@ DEFAULT_CLIENTS = ["ours-run", "ours-case", "ours", "guidellm", "sglang", "vllm"
 def overheads(kind: str, measured: list[Measured], truth: list[dict[str, Any]]) -> dict[str, Any]:
     """Per metric, client minus truth per joined request (ms)."""
     if kind == "prompt_rank":
-        # A client's own warm-up request (SGLang sends one) repeats a prompt: keep the last.
-        latest = {t["prompt_tokens"]: t for t in sorted(truth, key=lambda t: t["arrival_ns"])}
-        by_len = [latest[k] for k in sorted(latest)]
-        ordered = sorted(measured, key=lambda m: int(m.key))
-        if len(by_len) != len(ordered):
+        arrived = sorted(truth, key=lambda t: t["arrival_ns"])
+        if len(arrived) == len(measured) + 1:  # the client's own warm-up (SGLang sends one)
+            arrived = arrived[1:]
+        if len(arrived) != len(measured):
             return {}
+        # Rank by prompt length; equal lengths (real prompts have them) in the order the
+        # client lists its requests (its send order) and the server received them.
+        by_len = sorted(arrived, key=lambda t: (t["prompt_tokens"], t["arrival_ns"]))
+        ordered = sorted(measured, key=lambda m: int(m.key))  # stable: list order within ties
         pairs = list(zip(ordered, by_len, strict=True))
     else:
         index = {t.get(kind): t for t in truth}
@@ -790,7 +803,11 @@ def available(clients: list[str]) -> list[str]:
     for name in clients:
         path = CLIENTS[name][1]
         if path is not None and not path.exists():
-            print(f"skipped {name}: not installed ({path} is missing)", file=sys.stderr)
+            print(
+                f"skipped {name}: not installed ({path} is missing;"
+                " scripts/install_peers.sh builds it)",
+                file=sys.stderr,
+            )
             continue
         usable.append(name)
     return usable
@@ -804,6 +821,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--requests", type=int, help="requests per run (default: per load)")
     parser.add_argument("--workdir", type=Path, help="keep every run's files here")
+    parser.add_argument(
+        "--output-tokens",
+        type=int,
+        default=OUTPUT_TOKENS,
+        help=f"tokens per answer, every client (default {OUTPUT_TOKENS})",
+    )
     args = parser.parse_args()
     clients = available(args.clients)
     loads = {k: _sized(LOADS[k], args.requests) for k in args.load}
@@ -812,7 +835,7 @@ def main() -> None:
         tmp = args.workdir or stack.enter_context(tempfile.TemporaryDirectory(prefix="peers-"))
         entries = max(load.requests for load in loads.values())
         for kind in args.population:
-            workload = prepared(kind, entries, Path(tmp))
+            workload = prepared(kind, entries, Path(tmp), args.output_tokens)
             runs = run_loads(Path(tmp), workload, loads, clients, args.repeats)
             print(f"\n{kind} population, load average now {os.getloadavg()}")
             print(render(runs, args.load, clients))
