@@ -12,6 +12,7 @@ and adversarial text for every tokenizer the preparation tests use).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeGuard
 
@@ -104,3 +105,13 @@ def _spaceless_pairs(merges: Any) -> TypeGuard[list[list[str]]]:
             for m in merges
         )
     )
+
+
+def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading token ids ``a`` and ``b`` share."""
+    length = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        length += 1
+    return length

@@ -12,17 +12,7 @@ import bisect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from inferlab_bench.tokenizer import load_tokenizer
-
-
-def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
-    """How many leading token ids ``a`` and ``b`` share."""
-    length = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        length += 1
-    return length
+from inferlab_bench.tokenizer import common_prefix_length, load_tokenizer
 
 
 def prefix_bounds(prompts: Sequence[Sequence[int]]) -> list[int]:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from inferlab_bench.prepare.materialize import Conversation, CountUpTo, Reason
+from inferlab_bench.tokenizer import common_prefix_length
 
 MATERIALIZATION_IDENTITY = "sharegpt-multi-turn-v1"
 SCHEMA_VERSION = 1
@@ -116,9 +117,4 @@ def reusable_prefix(previous_context: Sequence[int], current_input: Sequence[int
     """How many leading tokens ``current_input`` shares with ``previous_context`` (the
     previous turn's input followed by its reply, rendered as an assistant message): the
     part of this turn a server's prefix cache can reuse."""
-    shared = 0
-    for a, b in zip(previous_context, current_input, strict=False):
-        if a != b:
-            break
-        shared += 1
-    return shared
+    return common_prefix_length(previous_context, current_input)

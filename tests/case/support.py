@@ -12,6 +12,7 @@ import orjson
 from inferlab_bench.layout import evidence_path
 from inferlab_bench.protocol import BenchClientRequest
 from inferlab_bench.runs.demo import TOKENIZER_DIR
+from inferlab_bench.tokenizer import common_prefix_length
 
 _TOPICS = ("cats", "rivers", "trains", "gardens", "stars", "bridges", "music", "islands")
 
@@ -231,7 +232,7 @@ def write_conversations(path: Path, sessions: list[list[int]], words: int = 60) 
             ids = template_ids(messages, generation=True)
             reply = {"content": f"Reply {number}.{turn}: {_sentence(turn, words // 2)}"}
             context = template_ids([*messages, {**reply, "role": "assistant"}], generation=False)
-            shared = 0 if previous is None else _common(ids, previous)
+            shared = 0 if previous is None else common_prefix_length(ids, previous)
             evidence.append(
                 {
                     "input_tokens": len(ids),
@@ -266,12 +267,3 @@ def template_ids(messages: list[dict[str, str]], *, generation: bool) -> list[in
     tokenizer = AutoTokenizer.from_pretrained(TOKENIZER_DIR, local_files_only=True)
     ids = tokenizer.apply_chat_template(messages, add_generation_prompt=generation, tokenize=True)
     return list(ids["input_ids"] if isinstance(ids, Mapping) else ids)
-
-
-def _common(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from inferlab_bench.case.integrity import check_population_identity, check_warmup_complete
-from inferlab_bench.case.prefix import common_prefix_length, prefix_bounds, prompt_token_ids
+from inferlab_bench.case.prefix import prefix_bounds, prompt_token_ids
 from inferlab_bench.case.records import CaseRecords, read_records
 from inferlab_bench.errors import RecordsError
+from inferlab_bench.tokenizer import common_prefix_length
 from tests.case.support import TOKENIZER_DIR, prompt_tokens, record, write_records
 
 
