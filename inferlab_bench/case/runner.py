@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -26,6 +26,7 @@ INTERRUPT_GRACE_SECONDS = 8.0
 TERMINATE_GRACE_SECONDS = 4.0
 
 STARTING = "AIPerf was still starting (no request sent yet)"
+RUNNING = "AIPerf was running"
 STARTING_HINT = (
     "nothing reached the server: AIPerf had not finished starting, which on a busy host "
     "takes over a minute; raise the budget"
@@ -37,7 +38,7 @@ _PHASES = {
     "initializing": (STARTING, STARTING_HINT),
     "configuring": (STARTING, STARTING_HINT),
     "ready": (STARTING, STARTING_HINT),
-    "profiling": ("AIPerf was running", DEADLINE_HINT),
+    "profiling": (RUNNING, DEADLINE_HINT),
     "processing": ("AIPerf was processing its records", "raise the budget or lower request_count"),
 }
 """AIPerf's system states (its log's ``System state: A -> B`` lines) as the phase a deadline
@@ -84,6 +85,7 @@ def run_aiperf(
     env: Mapping[str, str],
     echo: IO[str] | None = None,
     bookkeeping: BookkeepingPolicy = "equal",
+    runnable_before: int | None = None,
 ) -> RunOutcome:
     """Run AIPerf until it exits, ``stop_at`` (monotonic) passes, or the guard fires.
 
@@ -98,7 +100,9 @@ def run_aiperf(
         # AIPerf leads its own process group, so its services and workers are all in it;
         # its bookkeeping services yield as ``bookkeeping`` says, lowered as the sampler
         # finds them.
-        priorities = BookkeepingPriorities(process.pid, bookkeeping)
+        priorities = BookkeepingPriorities(
+            process.pid, bookkeeping, from_load=True, runnable=runnable_before
+        )
         sampler = (
             UsageSampler(
                 process.pid, on_scan=priorities.lower_new, nice=priorities.sampler_nice
@@ -109,7 +113,9 @@ def run_aiperf(
         # Until AIPerf says it is profiling, a deadline is its start-up's, not the server's:
         # on a busy host it can take the whole budget before one request is sent.
         guard.doing, guard.hint = STARTING, STARTING_HINT
-        pump = threading.Thread(target=_pump, args=(process, log, echo, guard), daemon=True)
+        pump = threading.Thread(
+            target=_pump, args=(process, log, echo, guard, priorities.begin_load), daemon=True
+        )
         pump.start()
         timed_out = _wait(process, stop_at, stop)
         interrupted = stop.is_set() and not guard.deadline_passed
@@ -190,13 +196,23 @@ def _stop_group(process: subprocess.Popen[str], grace: float) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
-def _pump(process: subprocess.Popen[str], log: IO[str], echo: IO[str] | None, guard: Guard) -> None:
+def _pump(
+    process: subprocess.Popen[str],
+    log: IO[str],
+    echo: IO[str] | None,
+    guard: Guard,
+    on_load: Callable[[], None] | None = None,
+) -> None:
+    """Copy AIPerf's output to the log (and the echo), following its phase: the guard names it,
+    and ``on_load`` is called when the load starts (the bookkeeping is lowered from then)."""
     assert process.stdout is not None
     try:
         for line in process.stdout:
             phase = phase_of(line)
             if phase is not None:
                 guard.doing, guard.hint = phase
+                if phase[0] == RUNNING and on_load is not None:
+                    on_load()
             log.write(line)
             if echo is not None:
                 with contextlib.suppress(OSError, ValueError):
