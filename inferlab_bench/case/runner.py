@@ -27,6 +27,7 @@ TERMINATE_GRACE_SECONDS = 4.0
 
 STARTING = "AIPerf was still starting (no request sent yet)"
 RUNNING = "AIPerf was running"
+PROCESSING = "AIPerf was processing its records"
 STARTING_HINT = (
     "nothing reached the server: AIPerf had not finished starting, which on a busy host "
     "takes over a minute; raise the budget"
@@ -39,7 +40,7 @@ _PHASES = {
     "configuring": (STARTING, STARTING_HINT),
     "ready": (STARTING, STARTING_HINT),
     "profiling": (RUNNING, DEADLINE_HINT),
-    "processing": ("AIPerf was processing its records", "raise the budget or lower request_count"),
+    "processing": (PROCESSING, "raise the budget or lower request_count"),
 }
 """AIPerf's system states (its log's ``System state: A -> B`` lines) as the phase a deadline
 message names; stopping and shutdown follow our own stop and keep the phase it interrupted."""
@@ -114,7 +115,9 @@ def run_aiperf(
         # on a busy host it can take the whole budget before one request is sent.
         guard.doing, guard.hint = STARTING, STARTING_HINT
         pump = threading.Thread(
-            target=_pump, args=(process, log, echo, guard, priorities.begin_load), daemon=True
+            target=_pump,
+            args=(process, log, echo, guard, priorities.begin_load, priorities.end_load),
+            daemon=True,
         )
         pump.start()
         timed_out = _wait(process, stop_at, stop)
@@ -202,9 +205,11 @@ def _pump(
     echo: IO[str] | None,
     guard: Guard,
     on_load: Callable[[], None] | None = None,
+    on_load_end: Callable[[], None] | None = None,
 ) -> None:
     """Copy AIPerf's output to the log (and the echo), following its phase: the guard names it,
-    and ``on_load`` is called when the load starts (the bookkeeping is lowered from then)."""
+    ``on_load`` is called when the load starts (the bookkeeping is lowered from then) and
+    ``on_load_end`` when AIPerf turns to processing its records (its priority given back)."""
     assert process.stdout is not None
     try:
         for line in process.stdout:
@@ -213,6 +218,8 @@ def _pump(
                 guard.doing, guard.hint = phase
                 if phase[0] == RUNNING and on_load is not None:
                     on_load()
+                if phase[0] == PROCESSING and on_load_end is not None:
+                    on_load_end()
             log.write(line)
             if echo is not None:
                 with contextlib.suppress(OSError, ValueError):

@@ -73,6 +73,7 @@ def test_bookkeeping_services_are_niced_and_the_sender_is_not() -> None:
             "scheduler": "SCHED_OTHER",
             "threads": 1,
             "host_runnable_before": None,
+            "threads_restored_after_load": 0,
         }
         assert os.sched_getscheduler(leader.pid) == os.SCHED_OTHER
     finally:
@@ -152,6 +153,7 @@ def test_equal_policy_leaves_every_service_alone() -> None:
             "scheduler": "SCHED_OTHER",
             "threads": 0,
             "host_runnable_before": None,
+            "threads_restored_after_load": 0,
         }
     finally:
         leader.kill()
@@ -195,6 +197,15 @@ def test_nothing_is_lowered_before_the_load_starts() -> None:
         assert os.sched_getscheduler(leader.pid) == os.SCHED_IDLE
         assert priorities.as_json()["services"] == ["dataset_manager"]
         assert priorities.as_json()["host_runnable_before"] == 0
+        # The load over, the records are what is left: our priority back (we may: root, or
+        # RLIMIT_NICE room), and nothing lowered after.
+        priorities.end_load()
+        if os.geteuid() == 0:
+            assert not _idle(leader.pid)
+            assert os.getpriority(os.PRIO_PROCESS, leader.pid) == os.getpriority(os.PRIO_PROCESS, 0)
+            assert priorities.as_json()["threads_restored_after_load"] == 1
+        priorities.lower_new([leader.pid])
+        assert os.geteuid() != 0 or not _idle(leader.pid)
     finally:
         leader.kill()
         leader.wait()

@@ -47,6 +47,9 @@ CONFIGURING = (
     "05:46:08.087 INFO     System state: initializing -> configuring (system_controller.py:700)"
 )
 PROFILING = "05:48:37.101 INFO     System state: ready -> profiling (system_controller.py:700)"
+PROCESSING = (
+    "05:48:40.020 INFO     System state: profiling -> processing (system_controller.py:700)"
+)
 STOPPING = "05:46:42.674 INFO     System state: configuring -> stopping (system_controller.py:700)"
 
 
@@ -59,15 +62,23 @@ def test_aiperfs_states_name_the_phase_a_deadline_reports() -> None:
 
 
 def test_the_pump_moves_the_guard_from_starting_to_running(tmp_path: Path) -> None:
-    lines = [CONFIGURING, PROFILING, STOPPING]
+    lines = [CONFIGURING, PROFILING, PROCESSING, STOPPING]
     script = "".join(f"print({line!r})\n" for line in lines)
     process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     guard = Guard("case", None, doing=STARTING, hint=STARTING_HINT)
     loads: list[str] = []  # the bookkeeping is lowered from here on, not during start-up
+    ends: list[str] = []  # and given its priority back for the records
     with (tmp_path / "aiperf.log").open("w") as log:
-        _pump(process, log, None, guard, lambda: loads.append(guard.doing))
+        _pump(
+            process,
+            log,
+            None,
+            guard,
+            lambda: loads.append(guard.doing),
+            lambda: ends.append(guard.doing),
+        )
     process.wait()
     assert process.stdout is not None
     process.stdout.close()
-    assert (guard.doing, guard.hint) == ("AIPerf was running", DEADLINE_HINT)
-    assert loads == ["AIPerf was running"]
+    assert guard.doing == "AIPerf was processing its records"  # stopping keeps it
+    assert loads == ["AIPerf was running"] and ends == ["AIPerf was processing its records"]
