@@ -41,6 +41,9 @@ def clamped(budget_seconds: float) -> float:
     return min(budget_seconds, MAX_BUDGET_SECONDS)
 
 
+DEADLINE_HINT = "raise the budget or lower request_count; the server may be stalling"
+
+
 @dataclass
 class Guard:
     """What stopped the stage (if anything), and whether raising is deferred right now."""
@@ -56,6 +59,8 @@ class Guard:
     started: float = field(default_factory=time.monotonic)
     doing: str = "starting"
     """What the stage is doing now, for messages (``AIPerf was running``)."""
+    hint: str = DEADLINE_HINT
+    """What to do when the deadline passes while doing that (see ``AIPERF_STARTING_HINT``)."""
     stop: threading.Event = field(default_factory=threading.Event)
     reason: str | None = None
     """``SIGTERM``, ``SIGINT`` or ``deadline`` once stopped."""
@@ -92,7 +97,7 @@ class Guard:
             return DeadlineExceededError(
                 f"{self.budget_field}{budget} ran out while {self.doing} "
                 f"({elapsed:.1f} s into the {self.what}); it was stopped",
-                hint="raise the budget or lower request_count; the server may be stalling",
+                hint=self.hint,
             )
         return InterruptedStageError(
             f"{self.what} interrupted by a signal ({self.reason}) while {self.doing}, "

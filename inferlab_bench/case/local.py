@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from inferlab_bench.case.aiperf_plugin.hook import ENV_VAR, HookSettings
 from inferlab_bench.case.aiperf_plugin.priorities import BookkeepingPolicy, choose_bookkeeping
 from inferlab_bench.case.engine import EngineOutcome, EngineRun
 from inferlab_bench.case.reset import ResetTarget
+from inferlab_bench.case.usage import procs_running
 from inferlab_bench.layout import (
     AIPERF_CONSOLE_LOG,
     PROFILING_START_METRICS,
@@ -55,6 +57,7 @@ class LocalEngine:
             )
             env[ENV_VAR] = settings.to_env()
         log_path = request.artifact_dir / AIPERF_CONSOLE_LOG
+        runnable = runnable_elsewhere()
         outcome = runner.run_aiperf(
             run.config_path,
             log_path=log_path,
@@ -62,7 +65,8 @@ class LocalEngine:
             stop_at=run.stop_at,
             env=env,
             echo=run.echo,
-            bookkeeping=bookkeeping_for(request),
+            bookkeeping=bookkeeping_for(request, runnable),
+            runnable_before=runnable,
         )
         stopped_by = "deadline" if outcome.timed_out else "signal" if outcome.interrupted else None
         return EngineOutcome(
@@ -75,11 +79,26 @@ class LocalEngine:
         )
 
 
-def bookkeeping_for(request: BenchClientRequest) -> BookkeepingPolicy:
-    """How AIPerf's bookkeeping yields to its sender here: from this host's cores and the load."""
+def bookkeeping_for(request: BenchClientRequest, runnable: int | None = None) -> BookkeepingPolicy:
+    """How AIPerf's bookkeeping yields to its sender here: from this host's cores, the load,
+    and ``runnable`` other tasks wanting a core (``runnable_elsewhere``)."""
     shape = request.case.load_shape
     concurrency = shape.concurrency if isinstance(shape, ConcurrencyLimited) else None
-    return choose_bookkeeping(os.cpu_count() or 1, concurrency)
+    return choose_bookkeeping(os.cpu_count() or 1, concurrency, runnable)
+
+
+def runnable_elsewhere(samples: int = 5, interval: float = 0.02) -> int | None:
+    """Tasks on a core or waiting for one, besides this reader: the median of ``samples``
+    reads of /proc/stat ``interval`` s apart (one read is a moment's chance); None off Linux."""
+    reads = []
+    for i in range(samples):
+        if i:
+            time.sleep(interval)
+        running = procs_running()
+        if running is None:
+            return None
+        reads.append(running - 1)
+    return sorted(reads)[len(reads) // 2]
 
 
 def aiperf_environment(base: Mapping[str, str], cache_dir: Path) -> dict[str, str]:

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -19,11 +19,41 @@ from inferlab_bench.atomic import fresh_text_file
 from inferlab_bench.case.aiperf_plugin.priorities import BookkeepingPolicy, BookkeepingPriorities
 from inferlab_bench.case.usage import UsageSampler, UsageSeries
 from inferlab_bench.errors import LoadGeneratorError
-from inferlab_bench.interrupts import Guard
+from inferlab_bench.interrupts import DEADLINE_HINT, Guard
 
 INTERRUPT_GRACE_SECONDS = 8.0
 """At most this long for AIPerf's own clean stop (SIGINT) when time allows."""
 TERMINATE_GRACE_SECONDS = 4.0
+
+STARTING = "AIPerf was still starting (no request sent yet)"
+RUNNING = "AIPerf was running"
+PROCESSING = "AIPerf was processing its records"
+STARTING_HINT = (
+    "nothing reached the server: AIPerf had not finished starting, which on a busy host "
+    "takes over a minute; raise the budget"
+)
+"""Measured on 2 cores, from its config written to its first request: 14 s at load average 2
+(a CPU hog per core), 17 to 85 s (11 runs) at load average 15 to 18 (hogs and other runs)."""
+_STATE_LINE = "System state: "
+_PHASES = {
+    "initializing": (STARTING, STARTING_HINT),
+    "configuring": (STARTING, STARTING_HINT),
+    "ready": (STARTING, STARTING_HINT),
+    "profiling": (RUNNING, DEADLINE_HINT),
+    "processing": (PROCESSING, "raise the budget or lower request_count"),
+}
+"""AIPerf's system states (its log's ``System state: A -> B`` lines) as the phase a deadline
+message names; stopping and shutdown follow our own stop and keep the phase it interrupted."""
+
+
+def phase_of(line: str) -> tuple[str, str] | None:
+    """(what AIPerf is doing, the hint if the deadline passes now) from one line of its log;
+    None when the line is not a state change we name."""
+    at = line.find(_STATE_LINE)
+    if at < 0:
+        return None
+    _, arrow, state = line[at + len(_STATE_LINE) :].partition("->")
+    return _PHASES.get(state.split()[0].lower()) if arrow and state.split() else None
 
 
 @dataclass(frozen=True)
@@ -56,6 +86,7 @@ def run_aiperf(
     env: Mapping[str, str],
     echo: IO[str] | None = None,
     bookkeeping: BookkeepingPolicy = "equal",
+    runnable_before: int | None = None,
 ) -> RunOutcome:
     """Run AIPerf until it exits, ``stop_at`` (monotonic) passes, or the guard fires.
 
@@ -70,7 +101,9 @@ def run_aiperf(
         # AIPerf leads its own process group, so its services and workers are all in it;
         # its bookkeeping services yield as ``bookkeeping`` says, lowered as the sampler
         # finds them.
-        priorities = BookkeepingPriorities(process.pid, bookkeeping)
+        priorities = BookkeepingPriorities(
+            process.pid, bookkeeping, from_load=True, runnable=runnable_before
+        )
         sampler = (
             UsageSampler(
                 process.pid, on_scan=priorities.lower_new, nice=priorities.sampler_nice
@@ -78,7 +111,14 @@ def run_aiperf(
             if UsageSampler.available()
             else None
         )
-        pump = threading.Thread(target=_pump, args=(process, log, echo), daemon=True)
+        # Until AIPerf says it is profiling, a deadline is its start-up's, not the server's:
+        # on a busy host it can take the whole budget before one request is sent.
+        guard.doing, guard.hint = STARTING, STARTING_HINT
+        pump = threading.Thread(
+            target=_pump,
+            args=(process, log, echo, guard, priorities.begin_load, priorities.end_load),
+            daemon=True,
+        )
         pump.start()
         timed_out = _wait(process, stop_at, stop)
         interrupted = stop.is_set() and not guard.deadline_passed
@@ -159,10 +199,27 @@ def _stop_group(process: subprocess.Popen[str], grace: float) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
-def _pump(process: subprocess.Popen[str], log: IO[str], echo: IO[str] | None) -> None:
+def _pump(
+    process: subprocess.Popen[str],
+    log: IO[str],
+    echo: IO[str] | None,
+    guard: Guard,
+    on_load: Callable[[], None] | None = None,
+    on_load_end: Callable[[], None] | None = None,
+) -> None:
+    """Copy AIPerf's output to the log (and the echo), following its phase: the guard names it,
+    ``on_load`` is called when the load starts (the bookkeeping is lowered from then) and
+    ``on_load_end`` when AIPerf turns to processing its records (its priority given back)."""
     assert process.stdout is not None
     try:
         for line in process.stdout:
+            phase = phase_of(line)
+            if phase is not None:
+                guard.doing, guard.hint = phase
+                if phase[0] == RUNNING and on_load is not None:
+                    on_load()
+                if phase[0] == PROCESSING and on_load_end is not None:
+                    on_load_end()
             log.write(line)
             if echo is not None:
                 with contextlib.suppress(OSError, ValueError):

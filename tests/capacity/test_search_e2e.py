@@ -38,9 +38,15 @@ BOUND_MS = 200.0
 REQUESTS = 24
 WARMUP = 2
 
-# Bounded: at most 8 counted probes (plus re-runs of invalid ones), 60 s budget each; the
-# search itself usually takes 4 probes, 40-80 s on 2 busy cores.
-pytestmark = pytest.mark.timeout(240)
+# A probe's budget covers AIPerf's start-up, which dwarfs its load (26 requests of 350 ms at
+# c=3 take 3 s): on 2 cores from its config to its first request AIPerf took 14 s at load
+# average 2 and 17 to 85 s at 15 to 18 (2026-12-07, 11 runs); with 60 s both probes at c=3
+# ran out while AIPerf was still starting and the search exited 1. 150 s is that worst 85 s
+# plus the load and AIPerf's stop, with half again to spare.
+PROBE_BUDGET = 150
+# Bounded: the search takes 4 probes (3, 6, 4, 5), each within its budget, plus at most two
+# re-runs of invalid ones: 6 x 150 s. Quiet, the whole test took 40-80 s.
+pytestmark = pytest.mark.timeout(6 * PROBE_BUDGET)
 
 
 @pytest.fixture(scope="module")
@@ -103,12 +109,22 @@ def test_the_search_lands_on_the_known_capacity(
         *("--population", population["path"], "--requests", str(REQUESTS)),
         *("--warmup", str(WARMUP), "--reset-prefix-cache", "vllm"),
         *("--slo-ttft-ms", str(BOUND_MS), "--attainment", "0.95"),
-        *("--concurrency-range", "3:6", "--max-probes", "8", "--budget", "60"),
+        *("--concurrency-range", "3:6", "--max-probes", "8", "--budget", str(PROBE_BUDGET)),
         *("--out", str(tmp_path), "--json"),
     )
-    assert code == 0, err
+    assert code == 0, (err, out[-2000:])  # the JSON says why (e.g. a probe's budget ran out)
     shown = json.loads(out)
     answer = shown["answer"]
+    if answer["status"] == "client_limited":
+        # A host too busy to drive c=3 (a CPU hog per core at load average 23: dispatch delay
+        # p95 64-571 ms, bound 50) is the search's own honest answer: every probe it ran failed
+        # load_generator_kept_up and none was counted. The capacity is checked when it can be.
+        assert all(
+            not p["counted"] and "load_generator_kept_up" in p["invalid_reason"]
+            for p in shown["probes"]
+        ), shown["probes"]
+        assert answer["capacity"] is None and "--engine kube" in answer["message"]
+        pytest.skip(f"this host could not drive the load: {answer['message']}")
     assert answer["status"] == "found", answer
     assert answer["capacity"] == SLOTS, shown["probes"]
     assert answer["lowest_failing"] == SLOTS + 1
@@ -158,7 +174,7 @@ def test_a_client_that_falls_behind_gets_no_capacity(
             population=population,
             request_count=REQUESTS,
             slo={"ttft_ms": 1000.0, "minimum_good_request_ratio": 0.5},
-            budget=60,
+            budget=PROBE_BUDGET,
         )
         request = {
             "schema_name": "inferlab-capacity-request-v1",

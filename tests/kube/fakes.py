@@ -12,7 +12,9 @@ Both read ``scenario.json`` beside them and append their argv to ``calls.jsonl``
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,3 +92,16 @@ def fake_cluster(directory: Path, **scenario: Any) -> FakeCluster:
         path.write_text(_SCRIPT.replace("{python}", sys.executable).replace("{tool}", tool))
         path.chmod(0o755)
     return FakeCluster(directory)
+
+
+def call_seconds(directory: Path, calls: int = 3) -> float:
+    """The longest of ``calls`` runs of a fake tool here and now (a Python start-up each; over
+    1 s at load average 23 on 2 cores), in a cluster of its own so no test sees the calls.
+    Deadlines in the engine's tests are multiples of it, not fixed fractions of a second."""
+    cluster = fake_cluster(directory)
+    longest = 0.0
+    for _ in range(calls):
+        started = time.monotonic()
+        subprocess.run([*cluster.aiperf, "kube", "validate"], check=True, timeout=60)
+        longest = max(longest, time.monotonic() - started)
+    return longest

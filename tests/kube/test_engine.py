@@ -16,7 +16,7 @@ from inferlab_bench.errors import LoadGeneratorError
 from inferlab_bench.interrupts import Guard
 from inferlab_bench.kube import engine
 from inferlab_bench.kube.options import KubeOptions
-from tests.kube.fakes import FakeCluster, fake_cluster
+from tests.kube.fakes import FakeCluster, call_seconds, fake_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -71,17 +71,26 @@ def test_failed_job_is_reported_as_failed(tmp_path: Path) -> None:
 
 
 def test_results_of_a_completed_job_are_retried_until_the_budget_ends(tmp_path: Path) -> None:
+    # Submit, one status, then results at least twice: 4 calls; 8 of the slowest of 3 measured
+    # leaves room for the load to change (1 s flat failed at load average 23: submit alone
+    # took over 1 s).
+    budget = max(1.0, 8 * call_seconds(tmp_path / "timing"))
     cluster = fake_cluster(tmp_path / "bin", phases=["Completed"], results_exit=1)
-    outcome = run(cluster, tmp_path, budget=1.0)
+    outcome = run(cluster, tmp_path, budget=budget)
     assert (outcome.phase, outcome.results_fetched) == ("Completed", False)
     assert cluster.commands().count("aiperf results") > 1
 
 
 def test_deadline_cancels_the_job_through_aiperf(tmp_path: Path) -> None:
+    # The submit must answer inside the budget (its timeout): 3 of the slowest measured calls.
+    call = call_seconds(tmp_path / "timing")
+    budget = max(0.6, 3 * call)
     cluster = fake_cluster(tmp_path / "bin", phases=["Running"])
     started = time.monotonic()
-    outcome = run(cluster, tmp_path, budget=0.6)
-    assert time.monotonic() - started < 5
+    outcome = run(cluster, tmp_path, budget=budget)
+    # Past the budget only the cancel and the one fetch run (a status call may be in flight):
+    # 3 calls, doubled for the load's swings; 0.6 + 0.3 s on a quiet host.
+    assert time.monotonic() - started < budget + 6 * call + 1.0
     assert (outcome.phase, outcome.stopped_by) == ("Cancelled", "deadline")
     cancel = [c for c in cluster.calls() if c[:3] == ["aiperf", "kube", "cancel"]]
     assert cancel == [["aiperf", "kube", "cancel", "inferlab-x", "--namespace", "bench"]]
@@ -90,8 +99,9 @@ def test_deadline_cancels_the_job_through_aiperf(tmp_path: Path) -> None:
 
 
 def test_without_the_operator_the_jobset_is_watched_and_deleted(tmp_path: Path) -> None:
+    budget = max(0.5, 3 * call_seconds(tmp_path / "timing"))  # as in the test above
     cluster = fake_cluster(tmp_path / "bin", phases=["/profiling"])
-    outcome = run(cluster, tmp_path, budget=0.5, operator=False)
+    outcome = run(cluster, tmp_path, budget=budget, operator=False)
     assert outcome.stopped_by == "deadline"
     calls = cluster.calls()
     assert calls[1][:3] == ["kubectl", "get", "jobset/aiperf-inferlab-x"]

@@ -158,6 +158,13 @@ def _capacity(folder: Path, valid: bool, answer: dict[str, Any]) -> None:
 
 
 def test_capacity_verdicts_must_be_the_folders(copy: Path) -> None:
+    # The real trial is a valid folder only when the host let it be: under a CPU hog per core
+    # (load average 23) its load_generator_kept_up failed and the first check below found the
+    # table's "valid" wrong. The premise is set, as the last step sets its opposite.
+    def all_pass(validity: dict[str, Any]) -> None:
+        validity["verdicts"] = {name: "pass" for name in validity["verdicts"]}
+
+    edit(copy / "trial-01" / "validity.json", all_pass)
     answer = {"capacity": 2, "attainment_at_capacity": 1.0, "goodput_at_capacity": 3.0}
     _capacity(copy, valid=True, answer=answer)
     assert report_check(copy)[0] == 0
