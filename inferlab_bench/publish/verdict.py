@@ -50,15 +50,22 @@ TRIAL_METRICS = ("output_throughput", "goodput")
 HIGHER_IS_FASTER = frozenset(TRIAL_METRICS)
 RUN_FLOORS: Mapping[str, float] = MappingProxyType(
     {
-        "ttft_ms": 0.05,
-        "tpot_ms": 0.01,
-        "request_latency_ms": 0.02,
-        "output_throughput": 0.02,
-        "goodput": 0.02,
+        "p50_ttft_ms": 0.05,
+        "p90_ttft_ms": 0.09,
+        "p99_ttft_ms": 0.11,
+        "p50_tpot_ms": 0.01,
+        "p90_tpot_ms": 0.05,
+        "p99_tpot_ms": 0.12,
+        "p50_request_latency_ms": 0.015,
+        "p90_request_latency_ms": 0.05,
+        "p99_request_latency_ms": 0.11,
+        "output_throughput": 0.03,
+        "goodput": 0.03,
     }
 )
-"""Run-to-run spread of one trial's figure, relative standard deviation, per metric family.
-PLACEHOLDER"""
+"""How far one trial's figure moves from run to run, the server and the load unchanged,
+beyond its requests' own spread: a relative standard deviation per metric (the tails move
+most: a busy host stalls a few requests more in one run than in the next). PROVISIONAL."""
 FLOOR_SOURCE = "docs/calibration.md"
 DIRECT_CELLS = 4_000_000
 """Resamples x requests above which a trial's percentile bootstrap is drawn by order statistic."""
@@ -233,11 +240,12 @@ def _percentile(
             None,
             reason=f"{column} per-request values or {metric} missing on a side",
         )
-    floor = RUN_FLOORS.get(column, 0.0) if settings.run_floor else 0.0
+    floor = RUN_FLOORS.get(metric, 0.0) if settings.run_floor else 0.0
     b_stat, b_boot = _two_stage(b_values, q, settings.resamples, rng)
     if a_values is not None:
         a_stat, a_boot = _two_stage(a_values, q, settings.resamples, rng)
-        a_boot = _widen(a_boot, a_stat, len(a_values), _spread(b_values, q), floor, rng)
+        spreads = (_spread(a_values, q), _spread(b_values, q))
+        a_boot = _widen(a_boot, a_stat, len(a_values), spreads, floor, rng)
         test = (
             f"bootstrap of p{q} over per-request records ({settings.resamples} resamples of "
             f"trials, then requests; {published.trials} vs {reproduced.trials} trials"
@@ -246,15 +254,18 @@ def _percentile(
     else:
         assert a_point is not None
         a_stat = a_point
+        figures = published.values(metric) or []
+        own = float(np.std(figures, ddof=1)) if len(figures) >= 2 else None
+        spreads = (own, _spread(b_values, q))
         a_boot = _widen(
-            np.full(settings.resamples, a_point), a_point, published.trials, None, floor, rng
+            np.full(settings.resamples, a_point), a_point, published.trials, spreads, floor, rng
         )
         test = (
             f"bootstrap of p{q} over reproduced per-request records against the published "
             "figure (the published side has no records"
         )
-    b_boot = _widen(b_boot, b_stat, len(b_values), _spread(a_values, q), floor, rng)
-    test += _floor_note(column, floor, published.trials, reproduced.trials) + ")"
+    b_boot = _widen(b_boot, b_stat, len(b_values), (spreads[1], spreads[0]), floor, rng)
+    test += _floor_note(metric, floor, published.trials, reproduced.trials) + ")"
     return _interval_verdict(metric, a_stat, b_stat, b_boot - a_boot, settings, test)
 
 
@@ -269,15 +280,21 @@ def _widen(
     boot: npt.NDArray[np.float64],
     stat: float,
     trials: int,
-    other_spread: float | None,
+    spreads: tuple[float | None, float | None],
     floor: float,
     rng: np.random.Generator,
 ) -> npt.NDArray[np.float64]:
-    """A one-trial side's bootstrap plus the run-to-run spread it cannot show: the larger of
-    the floor (relative to its figure) and the other side's measured trial-to-trial spread."""
-    if trials != 1:
-        return boot
-    spread = max(floor * abs(stat), other_spread or 0.0)
+    """A side's bootstrap plus the run-to-run spread its trials cannot show. ``spreads`` are
+    this side's and the other side's measured trial-to-trial spreads (None below 2 trials).
+
+    One trial: the larger of the floor (relative to its figure) and the other side's spread.
+    Several: trials that agree more closely than the floor are topped up to it (two trials
+    can agree by chance; the bootstrap over 2 trials also shows half their variance)."""
+    own, other = spreads
+    if trials == 1:
+        spread = max(floor * abs(stat), other or 0.0)
+    else:
+        spread = math.sqrt(max(0.0, (floor * abs(stat)) ** 2 - (own or 0.0) ** 2) / trials)
     if spread <= 0.0:
         return boot
     widened: npt.NDArray[np.float64] = boot + rng.normal(0.0, spread, size=boot.size)
@@ -285,12 +302,10 @@ def _widen(
 
 
 def _floor_note(key: str, floor: float, a_trials: int, b_trials: int) -> str:
-    if floor <= 0.0 or min(a_trials, b_trials) != 1:
+    if floor <= 0.0:
         return ""
-    return (
-        f"; a one-trial side widened by the run-to-run floor of {key}, {floor:.1%} of its "
-        f"figure ({FLOOR_SOURCE})"
-    )
+    which = "a one-trial side widened" if min(a_trials, b_trials) == 1 else "trials topped up"
+    return f"; {which} to the run-to-run floor of {key}, {floor:.1%} of its figure ({FLOOR_SOURCE})"
 
 
 def _two_stage(
