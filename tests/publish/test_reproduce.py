@@ -259,7 +259,7 @@ def test_one_trial_against_one_on_the_same_server_is_same_within_noise(
         ran = cli(
             "run",
             *target,
-            *("--population", population, "--concurrency", "2", "--requests", "16"),
+            *("--population", population, "--concurrency", "2", "--requests", "12"),
             *("--reset-prefix-cache", "vllm", "--out", tmp_path / "c2"),
         )
         assert ran.returncode == 0, ran.stderr[-3000:]
