@@ -200,8 +200,8 @@ def _limits(published: Side, reproduced: Side) -> tuple[str, ...]:
     if published.trials == 1:
         out.append(
             "the published side has one trial: its trial-to-trial spread is unknown and is "
-            "taken to be the reproduction's; percentile intervals cover only its "
-            "request-to-request spread"
+            "taken to be the larger of the reproduction's and the run-to-run floor "
+            "(docs/calibration.md)"
         )
     if published.trials == 1 and reproduced.trials == 1:
         out.append(
