@@ -497,25 +497,38 @@ def alt_pairs(base: list[Run], slow: list[Run], trials: int) -> list[tuple[list[
 
 
 def compare_calls(name: str, group: list[Run], slow: list[Run]) -> list[str]:
-    """compare (Welch + Holm over its headline metrics) on 2 vs 2 null pairs and against 2x."""
-    calls, cases = [0, 0], [0, 0]
-    for a, b in null_pairs(group, 2):
-        noise = compare_trials([r.metrics for r in a], [r.metrics for r in b])
-        beyond = sum(n.noise == "beyond_noise" for n in noise)
-        _add(calls, (beyond, len(noise)))
-        _add(cases, (int(beyond > 0), 1))
-    hits = [0, 0]
-    for a, b in alt_pairs(group, slow, 2):
-        noise = compare_trials([r.metrics for r in a], [r.metrics for r in b])
-        found = next((n for n in noise if n.metric == "p50_tpot_ms"), None)
-        _add(hits, (int(found is not None and found.noise == "beyond_noise"), 1))
-    if not calls[1]:
-        return []
-    alt = f"; 2x decode: p50_tpot_ms beyond noise {_count(hits)}" if hits[1] else ""
-    return [
-        f"  {name:<22}  compare 2 v 2 (Welch, Holm): beyond noise {_count(calls)} metrics, "
-        f"{_count(cases)} comparisons{alt}"
-    ]
+    """compare (Welch + Holm over its headline metrics; against one trial, the floor) on null
+    pairs of 2 vs 2 and 1 vs 2 runs, and against 2x decode."""
+    lines = []
+    ones = [
+        ([group[i]], list(two))
+        for i in range(len(group))
+        for two in itertools.combinations(group[:i] + group[i + 1 :], 2)
+    ][:PAIRS_AT_MOST]
+    alt_ones = [([a], list(b)) for a in slow for b in itertools.combinations(group, 2)]
+    for label, nulls, alts in (
+        ("2 v 2", null_pairs(group, 2), alt_pairs(group, slow, 2)),
+        ("1 v 2", ones, alt_ones[:PAIRS_AT_MOST]),
+    ):
+        calls, cases = [0, 0], [0, 0]
+        for a, b in nulls:
+            noise = compare_trials([r.metrics for r in a], [r.metrics for r in b])
+            beyond = sum(n.noise == "beyond_noise" for n in noise)
+            _add(calls, (beyond, sum(n.noise != "unknown" for n in noise)))
+            _add(cases, (int(beyond > 0), 1))
+        hits = [0, 0]
+        for a, b in alts:
+            noise = compare_trials([r.metrics for r in a], [r.metrics for r in b])
+            found = next((n for n in noise if n.metric == "p50_tpot_ms"), None)
+            _add(hits, (int(found is not None and found.noise == "beyond_noise"), 1))
+        if not calls[1]:
+            continue
+        alt = f"; 2x decode: p50_tpot_ms beyond noise {_count(hits)}" if hits[1] else ""
+        lines.append(
+            f"  {name:<22}  compare {label} (Welch, Holm): beyond noise {_count(calls)} "
+            f"metrics, {_count(cases)} comparisons{alt}"
+        )
+    return lines
 
 
 FAMILIES = (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("request_latency_ms", "E2E"))
