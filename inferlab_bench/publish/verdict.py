@@ -13,7 +13,8 @@ A side with one trial shows no run-to-run spread, yet the same server run twice 
 more than its request-to-request spread allows (on a busy host most of all). Such a side's
 bootstrap is widened by ``RUN_FLOORS``, the run-to-run spread measured on same-server runs
 (``benchmarks/calibrate.py``, docs/calibration.md), or by the other side's measured
-trial-to-trial spread when that is larger; the test's text names the floor used.
+trial-to-trial spread when that is larger; a side of 2+ trials that agree more closely
+than the floor is topped up to it. The test's text names the floor used.
 
 Memory: resampling n requests 2000 times holds 2000 x n values (a 100k-request baseline took
 4.8 GB and 37 s). Above ``DIRECT_CELLS`` the percentile of a resample is drawn directly: the
@@ -207,9 +208,9 @@ def _limits(published: Side, reproduced: Side) -> tuple[str, ...]:
         out.append(
             "one trial on each side: the run-to-run spread is not measured; each percentile's "
             "interval is widened by the run-to-run floor measured on same-server runs of the "
-            "simulator on a busy 2-core host (docs/calibration.md), so only large changes are "
-            "called (p99 TTFT about 4x its 30% floor); throughput is not judged: use --trials "
-            "3 or more on both sides"
+            "simulator on a busy 2-core host (docs/calibration.md), so a change is called "
+            "only beyond about 4 floors (20% on TPOT p90, 120% on TTFT p99); throughput is "
+            "not judged: use --trials 3 or more on both sides"
         )
     if published.metrics and not published.samples:
         out.append(
