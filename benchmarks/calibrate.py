@@ -427,8 +427,9 @@ def _rate(k: int, n: int) -> str:
     return "n/a" if n == 0 else f"{k / n:.0%}"
 
 
-ALT_METRICS = ("p50_tpot_ms", "p90_tpot_ms", "p50_request_latency_ms")
-"""What a 2x decode must be called slower on every time (the TPOT and E2E medians, TPOT p90)."""
+ALT_METRICS = ("p50_tpot_ms", "p50_request_latency_ms")
+"""What a 2x decode must be called slower on every time: the TPOT and E2E medians (with one
+trial a side and a hog's floors, TPOT p90 needs a change beyond about 60%)."""
 PAIRS_AT_MOST = 60
 """Pairs judged per setting and trial count (the 2 vs 2 pairs of 6 runs number 45)."""
 

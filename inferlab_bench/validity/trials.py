@@ -48,21 +48,22 @@ NEGLIGIBLE = 1e-3
 """Both means within this of zero: no difference is called beyond noise."""
 COMPARE_FLOORS: Mapping[str, float] = MappingProxyType(
     {
-        "request_throughput": 0.03,
-        "output_throughput": 0.03,
-        "total_token_throughput": 0.03,
-        "p50_ttft_ms": 0.05,
+        "request_throughput": 0.10,
+        "output_throughput": 0.10,
+        "total_token_throughput": 0.10,
+        "p50_ttft_ms": 0.10,
         "p99_ttft_ms": 0.35,
-        "p50_tpot_ms": 0.01,
-        "p50_request_latency_ms": 0.015,
-        "p99_request_latency_ms": 0.12,
+        "p50_tpot_ms": 0.07,
+        "p50_request_latency_ms": 0.07,
+        "p99_request_latency_ms": 0.24,
     }
 )
 """Relative sd of one run's figure over same-server runs, its requests' spread included
-(compare has no per-request records): 9 runs of the calibration's simulator, c=4, 48
-requests each, two sessions at load 8-30 on 2 cores, 2026-12-07 05:41-06:06 UTC (each value
-at least the larger session's, p99 TTFT pooled: 10.8% and 44.2%). A run of fewer requests
-has a noisier p99 than this covers."""
+(compare has no per-request records), 2026-12-07 05:41-06:36 UTC: the calibration's
+simulator, c=4, 48 requests a run, on 2 cores at load 8-30, 3 runs with a CPU hog on every
+core (TTFT p50 9.3%, p99 30%; TPOT p50 6.3%; E2E p50 6.8%, p99 24%; throughput 9.9%),
+p99 TTFT at least the 34.5% of 9 runs without one. A run of fewer requests has a noisier
+p99 than this covers."""
 
 
 class MetricSummary(Figures):

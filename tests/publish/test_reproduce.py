@@ -227,7 +227,9 @@ def test_reproduce_against_twice_the_decode_time_is_slower(published: Path, tmp_
     assert proc.returncode == 0, proc.stderr[-3000:]
     for case in json.loads(proc.stdout)["cases"]:
         verdict = {m["metric"]: m for m in case["metrics"]}
-        for metric in ("p50_tpot_ms", "p90_tpot_ms", "p50_request_latency_ms"):
+        # The medians: with one trial a side, each is widened by the run-to-run floor measured
+        # with a CPU hog (docs/calibration.md); TPOT p90's floor (15%) asks for about +60%.
+        for metric in ("p50_tpot_ms", "p50_request_latency_ms"):
             assert verdict[metric]["verdict"] == "slower", verdict[metric]
             # Twice the modeled decode is not twice the measured one on a busy host: the
             # simulator's token sleeps overshoot there, by more at 8 ms than in proportion at

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -62,8 +64,10 @@ def test_a_slower_server_is_slower_with_the_size_and_interval() -> None:
 
 def test_below_the_tolerance_is_same_within_noise_even_when_significant() -> None:
     a, b = _side(1.0, 3, seed=1, n=1000), _side(1.03, 3, seed=2, n=1000)
-    strict = judge_case("c=1", a, b, settings=Settings(tolerance=0.0, resamples=200))
-    lenient = judge_case("c=1", a, b, settings=Settings(tolerance=0.05, resamples=200))
+    # The tolerance alone: trials this steady would be topped up to the run-to-run floor.
+    steady = Settings(resamples=200, run_floor=False)
+    strict = judge_case("c=1", a, b, settings=dataclasses.replace(steady, tolerance=0.0))
+    lenient = judge_case("c=1", a, b, settings=dataclasses.replace(steady, tolerance=0.05))
     assert strict.of("p50_tpot_ms").verdict == "slower"  # type: ignore[union-attr]
     assert lenient.of("p50_tpot_ms").verdict == "same within noise"  # type: ignore[union-attr]
 
@@ -227,7 +231,7 @@ def test_the_run_to_run_floor_holds_the_null_rate_of_one_trial_a_side() -> None:
 def test_twice_the_decode_is_slower_through_the_floor() -> None:
     for k in range(10):
         case = judge_case("c=4", _run(2 * k), _run(2 * k + 1, decode=2.0))
-        for metric in ("p50_tpot_ms", "p90_tpot_ms", "p50_request_latency_ms"):
+        for metric in ("p50_tpot_ms", "p50_request_latency_ms"):  # the medians (see ALT_METRICS)
             found = case.of(metric)
             assert found is not None and found.verdict == "slower", found
             assert f"run-to-run floor of {metric}" in found.test
