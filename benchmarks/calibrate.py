@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import itertools
 import json
+import math
 import os
 import re
 import signal
@@ -49,7 +51,13 @@ from typing import Any
 import numpy as np
 import orjson
 
-from inferlab_bench.publish.verdict import Side, judge_case
+from inferlab_bench.publish.verdict import (
+    DEFAULT_SETTINGS,
+    Settings,
+    Side,
+    judge_case,
+    resampled_percentiles,
+)
 from inferlab_bench.runs.demo import TOKENIZER_DIR
 from inferlab_bench.validity.trials import compare_trials
 from inferlab_bench.validity.truth import (
@@ -122,6 +130,13 @@ def conditions(quick: bool) -> list[Condition]:
         Condition("brake 40% c=4", "client", c4, 48, 2, "brake"),
         Condition("brake 40% poisson 20/s", "client", p20, 80, 2, "brake"),
         Condition("hog poisson 250/s", "client", ("--rate", "250"), 400, 2, "hog"),
+        # Beyond noise on a loaded host: the same server twice, and twice the decode, with a
+        # CPU hog on every core during each run (the hog distorts the client; both sides alike).
+        # Each run after a prefix-cache reset, so that every run finds it the same (cold).
+        Condition("null c=4 hog", "null", c4, 48, 6, "hog", reset=True),
+        Condition(
+            "2x decode c=4 hog", "server", c4, 48, 3, "hog", ("--decode-base-ms", "30"), True
+        ),
     ]
 
 
@@ -136,6 +151,8 @@ class Run:
     truth: dict[str, Any]
     true_state: dict[str, bool]
     runnable_per_core: float | None
+    cached_prompt_tokens: int = 0
+    """Over the whole run: a server's first run fills its prefix cache, later ones find it."""
     metrics: dict[str, float] = field(repr=False, default_factory=dict)
     samples: dict[str, list[float]] = field(repr=False, default_factory=dict)
 
@@ -309,6 +326,7 @@ def score(condition: Condition, out: Path, server: list[dict[str, Any]], seconds
         truth=truth,
         true_state=true_state,
         runnable_per_core=cost.get("runnable_per_core"),
+        cached_prompt_tokens=sum(r.cached_tokens for r in rows),
         metrics=result.get("metrics") or {},
         samples={
             "ttft_ms": [r.client_ttft_ms for r in rows],
@@ -476,63 +494,154 @@ def _rate(k: int, n: int) -> str:
     return "n/a" if n == 0 else f"{k / n:.0%}"
 
 
+ALT_METRICS = ("p50_tpot_ms", "p50_request_latency_ms")
+"""What a 2x decode must be called slower on every time: the TPOT and E2E medians (with one
+trial a side and a hog's floors, TPOT p90 needs a change beyond about 60%)."""
+PAIRS_AT_MOST = 60
+"""Pairs judged per setting and trial count (the 2 vs 2 pairs of 6 runs number 45)."""
+
+
 def noise_calls(runs: list[Run]) -> list[str]:
-    """Null pairs and 2x-decode pairs through compare's and reproduce's tests."""
+    """Null pairs and 2x-decode pairs through reproduce's and compare's tests, per setting,
+    without and with the run-to-run floor; and the run-to-run spread the floor is set from."""
     by: dict[str, list[Run]] = {}
-    for run in runs:
-        by.setdefault(run.condition, []).append(run)
-    lines = ["beyond noise (null: repeated runs of one condition; alt: 2x decode vs null c=4)"]
-    one = [0, 0]
-    two = [0, 0]
+    for run in runs:  # a warm prefix cache is a change, not noise: runs pair with their like
+        warm = " (warm cache)" if run.cached_prompt_tokens else ""
+        by.setdefault(run.condition + warm, []).append(run)
+    lines = [
+        "beyond noise (null: repeated runs of one condition, paired within it; "
+        "2x: '2x decode X' against 'null X')",
+        *run_to_run(by),
+        f"  {'setting':<22}{'trials':>7}  {'floor':<7}{'load1':>11}  {'null: metrics':>16}"
+        f"{'cases':>14}  2x decode: slower {'/'.join(m.split('_')[1] for m in ALT_METRICS)}",
+    ]
     for name, group in by.items():
         if group[0].kind != "null" or len(group) < 2:
             continue
-        for a, b in itertools.combinations(group, 2):
-            _add(one, reproduce_calls([a], [b]))
-        for left, right in disjoint_pairs(len(group)):
-            _add(two, reproduce_calls([group[i] for i in left], [group[i] for i in right]))
-        if len(group) >= 4:
-            half = len(group) // 2
-            noise = compare_trials(
-                [r.metrics for r in group[:half]], [r.metrics for r in group[half : 2 * half]]
-            )
-            beyond = sum(n.noise == "beyond_noise" for n in noise)
-            lines.append(
-                f"  compare {name}: {half} vs {half} trials, beyond noise "
-                f"{beyond}/{len(noise)} metrics (Holm)"
-            )
-    lines.append(
-        f"  reproduce, null, 1 vs 1 trial: faster/slower in {one[0]}/{one[1]} metric "
-        f"comparisons ({_rate(*one)})"
-    )
-    lines.append(
-        f"  reproduce, null, 2 vs 2 trials: faster/slower in {two[0]}/{two[1]} ({_rate(*two)})"
-    )
-    slow, base = by.get("2x decode c=4", []), by.get("null c=4", [])
-    for label, pairs in (
-        ("1 vs 1", [([a], [b]) for a, b in itertools.product(base, slow)]),
-        ("2 vs 2", [(base[:2], slow[:2])] if len(base) >= 2 and len(slow) >= 2 else []),
+        slow = by.get(name.replace("null", "2x decode", 1), [])
+        loads = [r.load_1min for r in group + slow]
+        for trials in (1, 2):
+            nulls = null_pairs(group, trials)
+            alts = alt_pairs(group, slow, trials)
+            for floor in (False, True):
+                settings = Settings(run_floor=floor)
+                metric_calls, case_calls = [0, 0], [0, 0]
+                for a, b in nulls:
+                    calls, judged = reproduce_calls(a, b, settings)
+                    _add(metric_calls, (calls, judged))
+                    _add(case_calls, (int(calls > 0), 1))
+                hits = total = 0
+                for a, b in alts:
+                    verdict = judge_case("2x", sides(a), sides(b), settings=settings)
+                    for metric in ALT_METRICS:
+                        found = verdict.of(metric)
+                        total += 1
+                        hits += found is not None and found.verdict == "slower"
+                lines.append(
+                    f"  {name:<22}{trials:>3} v {trials}  {'after' if floor else 'before':<7}"
+                    f"{min(loads):>5.1f}-{max(loads):<5.1f}"
+                    f"{_count(metric_calls):>16}{_count(case_calls):>14}  "
+                    f"{_count([hits, total]) if total else '-'}"
+                )
+        lines += compare_calls(name, group, slow)
+    return lines
+
+
+def _count(found: list[int]) -> str:
+    return f"{found[0]}/{found[1]} ({_rate(*found)})"
+
+
+def null_pairs(group: list[Run], trials: int) -> list[tuple[list[Run], list[Run]]]:
+    """Disjoint sets of ``trials`` runs of one condition, each unordered couple once."""
+    sets = list(itertools.combinations(range(len(group)), trials))
+    pairs = [(a, b) for a, b in itertools.combinations(sets, 2) if not set(a) & set(b)]
+    return [([group[i] for i in a], [group[i] for i in b]) for a, b in pairs[:PAIRS_AT_MOST]]
+
+
+def alt_pairs(base: list[Run], slow: list[Run], trials: int) -> list[tuple[list[Run], list[Run]]]:
+    left = list(itertools.combinations(base, trials))
+    right = list(itertools.combinations(slow, trials))
+    return [(list(a), list(b)) for a, b in itertools.product(left, right)][:PAIRS_AT_MOST]
+
+
+def compare_calls(name: str, group: list[Run], slow: list[Run]) -> list[str]:
+    """compare (Welch + Holm over its headline metrics; against one trial, the floor) on null
+    pairs of 2 vs 2 and 1 vs 2 runs, and against 2x decode."""
+    lines = []
+    ones = [
+        ([group[i]], list(two))
+        for i in range(len(group))
+        for two in itertools.combinations(group[:i] + group[i + 1 :], 2)
+    ][:PAIRS_AT_MOST]
+    alt_ones = [([a], list(b)) for a in slow for b in itertools.combinations(group, 2)]
+    for label, nulls, alts in (
+        ("2 v 2", null_pairs(group, 2), alt_pairs(group, slow, 2)),
+        ("1 v 2", ones, alt_ones[:PAIRS_AT_MOST]),
     ):
-        hits = total = 0
-        for a_runs, b_runs in pairs:
-            verdict = judge_case("c=4", sides(a_runs), sides(b_runs))
-            for metric in ("p50_tpot_ms", "p90_tpot_ms", "p50_request_latency_ms"):
-                found = verdict.of(metric)
-                total += 1
-                hits += found is not None and found.verdict == "slower"
-        lines.append(f"  reproduce, 2x decode, {label}: slower in {hits}/{total} TPOT/E2E")
+        calls, cases = [0, 0], [0, 0]
+        for a, b in nulls:
+            noise = compare_trials([r.metrics for r in a], [r.metrics for r in b])
+            beyond = sum(n.noise == "beyond_noise" for n in noise)
+            _add(calls, (beyond, sum(n.noise != "unknown" for n in noise)))
+            _add(cases, (int(beyond > 0), 1))
+        hits = [0, 0]
+        for a, b in alts:
+            noise = compare_trials([r.metrics for r in a], [r.metrics for r in b])
+            found = next((n for n in noise if n.metric == "p50_tpot_ms"), None)
+            _add(hits, (int(found is not None and found.noise == "beyond_noise"), 1))
+        if not calls[1]:
+            continue
+        alt = f"; 2x decode: p50_tpot_ms beyond noise {_count(hits)}" if hits[1] else ""
+        lines.append(
+            f"  {name:<22}  compare {label} (Welch, Holm): beyond noise {_count(calls)} "
+            f"metrics, {_count(cases)} comparisons{alt}"
+        )
+    return lines
+
+
+FAMILIES = (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("request_latency_ms", "E2E"))
+
+
+def run_to_run(by: dict[str, list[Run]]) -> list[str]:
+    """How far one run's figures move from run to run with nothing changed: per family, the
+    relative sd over runs of p50/p90/p99, and the part of it beyond the request-to-request
+    spread (each run's own bootstrap), which a one-trial side cannot show."""
+    lines = [
+        "  run-to-run spread, relative sd over runs of p50/p90/p99 (beyond the "
+        "request-to-request part), output throughput"
+    ]
+    rng = np.random.default_rng(0)
+    for name, group in by.items():
+        if group[0].kind != "null" or len(group) < 3:
+            continue
+        cells = []
+        for column, label in FAMILIES:
+            parts = []
+            for q in (50, 90, 99):
+                values = [np.asarray(r.samples[column], dtype=np.float64) for r in group]
+                values = [v[np.isfinite(v)] for v in values]
+                stats = np.asarray([np.percentile(v, q) for v in values])
+                total = float(np.std(stats, ddof=1) / np.mean(stats))
+                within = float(
+                    np.mean(
+                        [
+                            np.std(resampled_percentiles(v, q, 400, rng)) / np.percentile(v, q)
+                            for v in values
+                        ]
+                    )
+                )
+                beyond = math.sqrt(max(0.0, total**2 - within**2))
+                parts.append(f"{total:.1%}({beyond:.1%})")
+            cells.append(f"{label} {'/'.join(parts)}")
+        tput = [r.metrics.get("output_throughput", math.nan) for r in group]
+        cells.append(f"tput {float(np.std(tput, ddof=1) / np.mean(tput)):.1%}")
+        lines.append(f"    {name:<22}{len(group):>2} runs  " + "  ".join(cells))
     return lines
 
 
 def _add(total: list[int], found: tuple[int, int]) -> None:
     total[0] += found[0]
     total[1] += found[1]
-
-
-def disjoint_pairs(n: int) -> list[tuple[tuple[int, int], tuple[int, int]]]:
-    """Every two disjoint pairs of run indices (each unordered couple once)."""
-    pairs = list(itertools.combinations(range(n), 2))
-    return [(a, b) for a, b in itertools.combinations(pairs, 2) if not set(a) & set(b)]
 
 
 def sides(runs: list[Run]) -> Side:
@@ -542,8 +651,10 @@ def sides(runs: list[Run]) -> Side:
     return Side(metrics=tuple(run.metrics for run in runs), samples=samples)
 
 
-def reproduce_calls(a: list[Run], b: list[Run]) -> tuple[int, int]:
-    verdict = judge_case("null", sides(a), sides(b))
+def reproduce_calls(
+    a: list[Run], b: list[Run], settings: Settings = DEFAULT_SETTINGS
+) -> tuple[int, int]:
+    verdict = judge_case("null", sides(a), sides(b), settings=settings)
     judged = [m for m in verdict.metrics if m.verdict != "not comparable"]
     return sum(m.verdict in ("faster", "slower") for m in judged), len(judged)
 
@@ -554,6 +665,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write every run's figures here")
     parser.add_argument("--only", nargs="+", help="run only conditions whose name has these words")
     parser.add_argument("--keep", type=Path, help="keep every run's folder here")
+    parser.add_argument("--repeats", type=int, help="runs of each chosen condition (its own)")
     parser.add_argument(
         "--report",
         type=Path,
@@ -568,6 +680,8 @@ def main() -> None:
     chosen = [
         c for c in conditions(args.quick) if not args.only or any(w in c.name for w in args.only)
     ]
+    if args.repeats:
+        chosen = [dataclasses.replace(c, repeats=args.repeats) for c in chosen]
     # A stop (SIGTERM) unwinds like Ctrl-C: the simulator and the hogs are stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     runs: list[Run] = []

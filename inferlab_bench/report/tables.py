@@ -245,6 +245,8 @@ def _noise_cell(noise: NoiseComparison | None) -> Text:
     p = "" if noise.p_value is None else f" (p={noise.p_value:.2g})"
     if noise.adjusted_p_value is not None and noise.judged_together > 1:
         p = f" (Holm p={noise.adjusted_p_value:.2g} over {noise.judged_together})"
+    if noise.floor:
+        p += f" [one trial: spread >= {noise.floor:.1%} floor]"
     if noise.negligible:
         return Text("within noise (both ~0)")
     if noise.noise == "beyond_noise":

@@ -9,6 +9,11 @@ correction keeps the chance that any null difference is called beyond noise at m
 about one in three null comparisons beyond noise somewhere). A metric whose two means are
 both within ``NEGLIGIBLE`` of zero (a cache read ratio of 0.0002 against 0.0003) is never
 called beyond noise: there is no difference there worth the name.
+
+One trial against several: that trial's spread is unknown, and is taken to be the larger of
+the other side's and ``COMPARE_FLOORS``, how far the metric moved from run to run on
+same-server runs (docs/calibration.md); a t test from the other side's trials then judges it
+(a prediction interval). One trial against one stays unknown.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Literal
 
 import numpy as np
@@ -40,6 +46,24 @@ HEADLINE_METRICS = (
 Noise = Literal["beyond_noise", "within_noise", "unknown"]
 NEGLIGIBLE = 1e-3
 """Both means within this of zero: no difference is called beyond noise."""
+COMPARE_FLOORS: Mapping[str, float] = MappingProxyType(
+    {
+        "request_throughput": 0.10,
+        "output_throughput": 0.10,
+        "total_token_throughput": 0.10,
+        "p50_ttft_ms": 0.10,
+        "p99_ttft_ms": 0.35,
+        "p50_tpot_ms": 0.07,
+        "p50_request_latency_ms": 0.07,
+        "p99_request_latency_ms": 0.24,
+    }
+)
+"""Relative sd of one run's figure over same-server runs, its requests' spread included
+(compare has no per-request records), 2026-12-07 05:41-06:36 UTC: the calibration's
+simulator, c=4, 48 requests a run, on 2 cores at load 8-30, 3 runs with a CPU hog on every
+core (TTFT p50 9.3%, p99 30%; TPOT p50 6.3%; E2E p50 6.8%, p99 24%; throughput 9.9%),
+p99 TTFT at least the 34.5% of 9 runs without one. A run of fewer requests has a noisier
+p99 than this covers."""
 
 
 class MetricSummary(Figures):
@@ -78,6 +102,8 @@ class NoiseComparison(Figures):
     judged_together: int = 1
     negligible: bool = False
     """Both means ~0 (within ``NEGLIGIBLE``): within noise whatever the test says."""
+    floor: float | None = None
+    """The run-to-run floor taken as a one-trial side's spread (``COMPARE_FLOORS``)."""
 
 
 def t_quantile(confidence: float, df: float) -> float:
@@ -150,14 +176,24 @@ class _WelchTest:
 
 
 def welch(
-    metric: str, a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE
+    metric: str,
+    a: Sequence[float],
+    b: Sequence[float],
+    confidence: float = CONFIDENCE,
+    floor: float | None = None,
 ) -> NoiseComparison:
-    """Whether mean(b) - mean(a) is beyond the trial-to-trial noise (two-sided Welch test)."""
+    """Whether mean(b) - mean(a) is beyond the trial-to-trial noise (two-sided Welch test;
+    against a single trial, a t test whose spread is at least ``floor``)."""
     xa, xb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if xa.size == 0 or xb.size == 0:
         raise ValueError(f"{metric}: both samples need at least one trial")
     ma, mb = float(xa.mean()), float(xb.mean())
-    test = _welch_test(xa, xb, confidence) if min(xa.size, xb.size) >= 2 else _WelchTest()
+    if min(xa.size, xb.size) >= 2:
+        test = _welch_test(xa, xb, confidence)
+    elif max(xa.size, xb.size) >= 2 and floor:
+        test = _single_test(xa, xb, confidence, floor)
+    else:
+        test, floor = _WelchTest(), None
     return NoiseComparison(
         metric=metric,
         a_trials=int(xa.size),
@@ -173,6 +209,31 @@ def welch(
         ci_high=test.ci_high,
         confidence=confidence,
         noise=test.noise,
+        floor=floor if min(xa.size, xb.size) == 1 else None,
+    )
+
+
+def _single_test(xa: FloatArray, xb: FloatArray, confidence: float, floor: float) -> _WelchTest:
+    """One trial against n: the single trial's spread is the larger of the n trials' and the
+    floor (relative to its figure); t with n - 1 degrees of freedom."""
+    from scipy.special import stdtr
+
+    many, single = (xa, float(xb[0])) if xa.size >= 2 else (xb, float(xa[0]))
+    n, measured = many.size, float(many.std(ddof=1))
+    own = max(measured, floor * abs(single))
+    diff, se = float(xb.mean() - xa.mean()), math.sqrt(measured**2 / n + own**2)
+    if se == 0:
+        return _WelchTest(p_value=1.0, ci_low=diff, ci_high=diff, noise="within_noise")
+    t, df = diff / se, float(n - 1)
+    p = float(2.0 * stdtr(df, -abs(t)))
+    half = t_quantile(confidence, df) * se
+    return _WelchTest(
+        t_statistic=t,
+        degrees_of_freedom=df,
+        p_value=p,
+        ci_low=diff - half,
+        ci_high=diff + half,
+        noise="beyond_noise" if p < 1 - confidence else "within_noise",
     )
 
 
@@ -215,7 +276,7 @@ def compare_trials(
     for metric in metrics:
         va, vb = trial_values(a, metric), trial_values(b, metric)
         if va and vb:
-            out.append(welch(metric, va, vb, confidence))
+            out.append(welch(metric, va, vb, confidence, COMPARE_FLOORS.get(metric)))
     return holm(out, 1.0 - confidence)
 
 

@@ -227,7 +227,9 @@ def test_reproduce_against_twice_the_decode_time_is_slower(published: Path, tmp_
     assert proc.returncode == 0, proc.stderr[-3000:]
     for case in json.loads(proc.stdout)["cases"]:
         verdict = {m["metric"]: m for m in case["metrics"]}
-        for metric in ("p50_tpot_ms", "p90_tpot_ms", "p50_request_latency_ms"):
+        # The medians: with one trial a side, each is widened by the run-to-run floor measured
+        # with a CPU hog (docs/calibration.md); TPOT p90's floor (15%) asks for about +60%.
+        for metric in ("p50_tpot_ms", "p50_request_latency_ms"):
             assert verdict[metric]["verdict"] == "slower", verdict[metric]
             # Twice the modeled decode is not twice the measured one on a busy host: the
             # simulator's token sleeps overshoot there, by more at 8 ms than in proportion at
@@ -237,6 +239,47 @@ def test_reproduce_against_twice_the_decode_time_is_slower(published: Path, tmp_
             assert "against the published figure" in verdict[metric]["test"]  # no records
         assert verdict["output_throughput"]["verdict"] == "not comparable"  # 1 vs 1 trial
         assert "one trial on each side" in verdict["output_throughput"]["reason"]
+
+
+CALIBRATED = LatencyConfig(prefill_base_ms=40.0, prefill_ms_per_token=0.1, decode_base_ms=15.0)
+"""The server the run-to-run floor was measured on (benchmarks/calibrate.py's): how far a
+server's figures move from run to run on a busy host depends on its timings (8 ms token
+sleeps jitter by a larger share than 15 ms ones)."""
+
+
+def test_one_trial_against_one_on_the_same_server_is_same_within_noise(
+    population: Path, tmp_path: Path
+) -> None:
+    """One trial a side shows no run-to-run spread, and the same server differs from run to
+    run by more than its requests' spread allows (issue #33: 16-47% of such metrics were
+    called faster/slower). The run-to-run floor stands in for it, at the default tolerance."""
+    config = SimulatorConfig(
+        model=MODEL, tokenizer=TOKENIZER_DIR, reset_endpoints=("vllm",), latency=CALIBRATED
+    )
+    with running_simulator(config) as sim:
+        target = ("--url", sim.base_url, "--model", MODEL, "--tokenizer", TOKENIZER_DIR)
+        ran = cli(
+            "run",
+            *target,
+            *("--population", population, "--concurrency", "2", "--requests", "12"),
+            *("--reset-prefix-cache", "vllm", "--out", tmp_path / "c2"),
+        )
+        assert ran.returncode == 0, ran.stderr[-3000:]
+        made = cli("bundle", tmp_path / "c2", "--out", tmp_path / "c2.tar.gz")
+        assert made.returncode == 0, made.stderr
+        proc = cli(
+            "reproduce",
+            tmp_path / "c2.tar.gz",
+            *target,
+            *("--out", tmp_path / "again", "--trials", "1", "--json"),
+        )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (case,) = json.loads(proc.stdout)["cases"]
+    verdict = {m["metric"]: m for m in case["metrics"]}
+    percentiles = {k: v["verdict"] for k, v in verdict.items() if k.startswith("p")}
+    assert len(percentiles) == 9 and set(percentiles.values()) == {"same within noise"}, verdict
+    assert "run-to-run floor of p50_tpot_ms" in verdict["p50_tpot_ms"]["test"]
+    assert "calibration.md" in verdict["p50_tpot_ms"]["test"]
 
 
 def test_reprepare_with_another_tokenizer_is_refused_naming_it(

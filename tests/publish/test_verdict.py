@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from inferlab_bench.publish.comparable import Identity, caveats, differences
-from inferlab_bench.publish.verdict import Settings, Side, judge_case, trial_interval, word
+from inferlab_bench.publish.verdict import (
+    RUN_FLOORS,
+    Settings,
+    Side,
+    judge_case,
+    trial_interval,
+    word,
+)
 
 
 def _side(shift: float, trials: int, seed: int, n: int = 200, throughput: float = 100.0) -> Side:
@@ -55,8 +64,10 @@ def test_a_slower_server_is_slower_with_the_size_and_interval() -> None:
 
 def test_below_the_tolerance_is_same_within_noise_even_when_significant() -> None:
     a, b = _side(1.0, 3, seed=1, n=1000), _side(1.03, 3, seed=2, n=1000)
-    strict = judge_case("c=1", a, b, settings=Settings(tolerance=0.0, resamples=200))
-    lenient = judge_case("c=1", a, b, settings=Settings(tolerance=0.05, resamples=200))
+    # The tolerance alone: trials this steady would be topped up to the run-to-run floor.
+    steady = Settings(resamples=200, run_floor=False)
+    strict = judge_case("c=1", a, b, settings=dataclasses.replace(steady, tolerance=0.0))
+    lenient = judge_case("c=1", a, b, settings=dataclasses.replace(steady, tolerance=0.05))
     assert strict.of("p50_tpot_ms").verdict == "slower"  # type: ignore[union-attr]
     assert lenient.of("p50_tpot_ms").verdict == "same within noise"  # type: ignore[union-attr]
 
@@ -177,3 +188,61 @@ def test_a_100k_request_baseline_is_judged_in_bounded_memory() -> None:
     assert peak < 100e6, peak
     assert case.of("p90_tpot_ms").verdict == "slower"  # type: ignore[union-attr]
     assert "order statistic" in case.of("p90_tpot_ms").test  # type: ignore[union-attr]
+
+
+FAMILIES = ("ttft_ms", "tpot_ms", "request_latency_ms")
+
+
+def _run(seed: int, decode: float = 1.0, n: int = 60) -> Side:
+    """One trial of a server that moves from run to run: each family's values scaled by
+    1 + N(0, the run-to-run floor of its median), as the same-server runs of the calibration
+    moved (their tails moved more, and have larger floors)."""
+    rng = np.random.default_rng(seed)
+    shift = {k: 1.0 + rng.normal(0.0, RUN_FLOORS[f"p50_{k}"]) for k in FAMILIES}
+    samples = {
+        "ttft_ms": rng.normal(60.0, 3.0, n) * shift["ttft_ms"],
+        "tpot_ms": rng.normal(15.0, 0.2, n) * decode * shift["tpot_ms"],
+        "request_latency_ms": rng.normal(540.0, 8.0, n) * decode * shift["request_latency_ms"],
+    }
+    throughput = 230.0 / decode * (1.0 + rng.normal(0.0, RUN_FLOORS["output_throughput"]))
+    return Side(({"output_throughput": throughput},), (samples,))
+
+
+def _calls(settings: Settings, pairs: range) -> int:
+    """Null pairs of one trial a side (distinct seeds) with any metric called faster/slower."""
+    found = 0
+    for k in pairs:
+        case = judge_case("c=4", _run(2 * k), _run(2 * k + 1), settings=settings)
+        found += any(m.verdict in ("faster", "slower") for m in case.metrics)
+    return found
+
+
+def test_the_run_to_run_floor_holds_the_null_rate_of_one_trial_a_side() -> None:
+    """Seeded null pairs, one trial each, the server moving run to run by the floor; no
+    tolerance, so the interval alone decides. Without the floor the request-to-request
+    interval calls most of them; with it 5 of 100 (the stated 5% per case; 9 or more would
+    happen by chance 3% of the time at a true 5%)."""
+    assert min(RUN_FLOORS.values()) > 0
+    without = _calls(Settings(tolerance=0.0, resamples=400, run_floor=False), range(20))
+    with_floor = _calls(Settings(tolerance=0.0, resamples=400), range(100))
+    assert without >= 10 and with_floor <= 8, (without, with_floor)
+
+
+def test_twice_the_decode_is_slower_through_the_floor() -> None:
+    for k in range(10):
+        case = judge_case("c=4", _run(2 * k), _run(2 * k + 1, decode=2.0))
+        for metric in ("p50_tpot_ms", "p50_request_latency_ms"):  # the medians (see ALT_METRICS)
+            found = case.of(metric)
+            assert found is not None and found.verdict == "slower", found
+            assert f"run-to-run floor of {metric}" in found.test
+            assert "calibration.md" in found.test
+
+
+def test_a_one_trial_side_against_several_takes_the_larger_spread() -> None:
+    """Against 3 trials that happen to agree, the single trial's spread is the floor; against
+    3 that disagree widely, theirs."""
+    floor = RUN_FLOORS["output_throughput"]
+    half, test = trial_interval([100.0], [100.0, 100.1, 99.9], 0.95, floor)  # type: ignore[misc]
+    assert half > 4.3 * floor * 100.0 * 0.99 and "run-to-run floor" in test
+    wide, test = trial_interval([100.0], [80.0, 100.0, 120.0], 0.95, floor)  # type: ignore[misc]
+    assert wide > 4.3 * 20.0 and "floor" not in test

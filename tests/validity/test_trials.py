@@ -105,3 +105,29 @@ def test_two_means_near_zero_are_never_beyond_noise() -> None:
     (c,) = compare_trials(a, b, ["prompt_cache_read_ratio"])
     assert c.p_value is not None and c.p_value < 1e-3  # the test alone would call it
     assert c.negligible and c.noise == "within_noise"
+
+
+def test_one_trial_against_several_is_judged_with_the_run_to_run_floor() -> None:
+    """A single trial's spread is unknown: taken to be at least the floor (docs/calibration.md).
+    Seeded null sets (1 vs 3 trials, the server moving run to run by the floor) are called
+    beyond noise on at most the stated 5%; a 2x TPOT is beyond noise every time; a metric
+    without a floor stays unknown."""
+    from inferlab_bench.validity.trials import COMPARE_FLOORS
+
+    rng = np.random.default_rng(11)
+    floor = COMPARE_FLOORS["p50_tpot_ms"]
+
+    def trials(k: int, scale: float = 1.0) -> list[dict[str, float]]:
+        drawn = 15.0 * scale * (1.0 + rng.normal(0.0, floor, k))
+        return [{"p50_tpot_ms": float(v), "m": float(v)} for v in drawn]
+
+    both = ("p50_tpot_ms", "m")
+    nulls = [compare_trials(trials(1), trials(3), both) for _ in range(200)]
+    beyond = sum(c[0].noise == "beyond_noise" for c in nulls)
+    assert beyond <= 10, beyond  # 5% of 200
+    assert nulls[0][0].floor == floor and nulls[0][1].noise == "unknown"
+    slower = [compare_trials(trials(3), trials(1, scale=2.0), both)[0] for _ in range(20)]
+    assert all(c.noise == "beyond_noise" for c in slower)
+    # Three trials that agree by chance do not make one trial's spread zero.
+    close = welch("p50_tpot_ms", [15.0, 15.001, 14.999], [15.3], floor=floor)
+    assert close.noise == "within_noise" and close.floor == floor
