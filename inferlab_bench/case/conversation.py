@@ -176,6 +176,25 @@ def is_conversation_population(population: Path) -> bool:
     )
 
 
+def session_turns(population: Path, sessions: int) -> int | None:
+    """The turns of the population's first ``sessions`` sessions (what a case of that many
+    sessions sends, warmup included); None when it is not a conversation population."""
+    if not is_conversation_population(population):
+        return None
+    ids: list[str] = []
+    turns = 0
+    for line in population.read_bytes().splitlines():
+        if not line.strip():
+            continue
+        session = str(orjson.loads(line).get("session_id"))
+        if not ids or ids[-1] != session:
+            if len(ids) == sessions:
+                break
+            ids.append(session)
+        turns += 1
+    return turns
+
+
 def read_conversations(
     lines: Sequence[Mapping[str, Any]], evidence: Sequence[Mapping[str, Any]] | None
 ) -> Conversations:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from typing import Any
 import orjson
 import pytest
 
+from inferlab_bench.case.conversation import session_turns
 from inferlab_bench.case.records import read_records
 from inferlab_bench.simulator import LatencyConfig, SimulatorConfig, running_simulator
 from tests.case.support import TOKENIZER_DIR
@@ -59,6 +61,7 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 class Ran:
     directory: Path
     stdout: str
+    stderr: str
     truth: list[dict[str, Any]]
     json_case: Path | None = None
     """The JSON `case` command's folder (cache on only)."""
@@ -104,7 +107,7 @@ def _run(capacity: int, population: Path, tmp: Path, env: dict[str, str]) -> Ran
         )
         assert done.returncode == 0, done.stdout + done.stderr
         json_case = _json_case(tmp / "run", tmp, env) if capacity else None
-        return Ran(tmp / "run", done.stdout, sim.ground_truth(), json_case)
+        return Ran(tmp / "run", done.stdout, done.stderr, sim.ground_truth(), json_case)
 
 
 def _json_case(run: Path, tmp: Path, env: dict[str, str]) -> Path:
@@ -258,3 +261,15 @@ def test_a_session_load_for_single_requests_fails_naming_the_field(
     result = json.loads((tmp_path / "o.json").read_text())
     assert result["status"] == "failed"
     assert result["error"].startswith("inferlab_sessions: expected a conversation population")
+
+
+def test_progress_counts_turns(cache_on: Ran, population: Path, tmp_path: Path) -> None:
+    evidence = _lines(population.with_name("population-evidence.jsonl"))
+    sent = [f for f in evidence if int(f["session_id"].rsplit("-", 1)[1]) < WARMUP + SESSIONS]
+    assert session_turns(population, WARMUP + SESSIONS) == len(sent) > WARMUP + SESSIONS
+    single = tmp_path / "population.jsonl"  # no conversation manifest beside it
+    single.write_bytes(population.read_bytes())
+    assert session_turns(single, 2) is None
+    counts = re.findall(r"progress: (\d+)/(\d+) (\w+) done", cache_on.stderr)
+    assert counts, cache_on.stderr
+    assert {(planned, noun) for _, planned, noun in counts} == {(str(len(sent)), "turns")}
