@@ -159,5 +159,6 @@ def test_sessions_hold_their_slot_through_think_time() -> None:
         records(start_ns, end_ns, session_ids=tuple(keys)), concurrency(2)
     )
     assert checks(as_sessions)["held_concurrency_ratio"] is Verdict.PASS
-    assert as_sessions.asked_concurrency == 2
+    assert as_sessions.asked_concurrency == 2 and as_sessions.held_unit == "sessions"
+    assert as_turns.held_unit == "requests"
     assert as_sessions.held_concurrency is not None and as_sessions.held_concurrency >= 1.9
