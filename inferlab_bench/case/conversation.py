@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
+from pydantic import Field
 
 from inferlab_bench.atomic import write_bytes_atomic
 from inferlab_bench.errors import ConfigurationError, PopulationError
+from inferlab_bench.protocol import BenchClientRequest, PositiveU32, WireModel
 
 MATERIALIZATION_IDENTITY = "sharegpt-multi-turn-v1"
 MANIFEST_FILE = "preparation-manifest.json"
@@ -68,6 +70,51 @@ class SessionLoad:
             return [round(mean, 3)] * turns
         rng = random.Random(seed)
         return [round(rng.expovariate(1.0 / mean), 3) for _ in range(turns)]
+
+
+SESSIONS_FIELD = "inferlab_sessions"
+"""The JSON case request's field carrying the session load (our extension of v6)."""
+
+
+class SessionLoadInput(WireModel):
+    """The session load in a JSON case request, as ``SessionLoad`` (the same defaults)."""
+
+    think_time_ms: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    think_time_ratio: float = Field(default=1.0, ge=0, allow_inf_nan=False)
+    think_time: ThinkTime = "fixed"
+    cache_block_tokens: PositiveU32 = 16
+
+    def load(self) -> SessionLoad:
+        return SessionLoad(
+            think_time_ms=self.think_time_ms,
+            think_time_ratio=self.think_time_ratio,
+            think_time=self.think_time,
+            cache_block_tokens=self.cache_block_tokens,
+        )
+
+
+class SessionCaseRequest(BenchClientRequest):
+    """A v6 ``BenchClientRequest`` plus our optional ``inferlab_sessions`` (the `case`
+    command's request): every v6 field as v6 has it, unknown fields still refused. Without
+    ``inferlab_sessions`` it is exactly a v6 request; with it, the population must be a
+    conversation population."""
+
+    inferlab_sessions: SessionLoadInput | None = None
+
+    def session_load(self) -> SessionLoad | None:
+        """The load asked for (None: the defaults); ConfigurationError when it is given
+        for a population that holds single requests."""
+        if self.inferlab_sessions is None:
+            return None
+        population = self.population
+        if population is None or not is_conversation_population(population.path):
+            raise ConfigurationError(
+                f"{SESSIONS_FIELD}: expected a conversation population "
+                f"({MATERIALIZATION_IDENTITY}), found "
+                + ("no population" if population is None else f"{population.path}"),
+                hint=f"drop {SESSIONS_FIELD} for a single-request population",
+            )
+        return self.inferlab_sessions.load()
 
 
 @dataclass(frozen=True)
@@ -127,6 +174,25 @@ def is_conversation_population(population: Path) -> bool:
         isinstance(document, dict)
         and document.get("materialization_identity") == MATERIALIZATION_IDENTITY
     )
+
+
+def session_turns(population: Path, sessions: int) -> int | None:
+    """The turns of the population's first ``sessions`` sessions (what a case of that many
+    sessions sends, warmup included); None when it is not a conversation population."""
+    if not is_conversation_population(population):
+        return None
+    ids: list[str] = []
+    turns = 0
+    for line in population.read_bytes().splitlines():
+        if not line.strip():
+            continue
+        session = str(orjson.loads(line).get("session_id"))
+        if not ids or ids[-1] != session:
+            if len(ids) == sessions:
+                break
+            ids.append(session)
+        turns += 1
+    return turns
 
 
 def read_conversations(

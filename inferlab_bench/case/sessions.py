@@ -27,6 +27,7 @@ from inferlab_bench.errors import PopulationError, RecordsError
 from inferlab_bench.layout import evidence_path
 from inferlab_bench.protocol import BenchClientRequest
 from inferlab_bench.validity.cache import COLD_WAVE
+from inferlab_bench.validity.inputs import turn_key
 from inferlab_bench.validity.prefix_reuse import TurnObservation, reconcile_prefix_reuse
 
 SESSIONS_FILE = "sessions.json"
@@ -53,11 +54,6 @@ class Replay:
     trace: bytes
     trace_sessions: int
     """Sessions in the trace: warmup, the unsent spacer after them, measured."""
-
-
-def turn_key(session_id: str, turn: int) -> str:
-    """One turn's key in validity.json: ``inferlab-00000003#t1``."""
-    return f"{session_id}#t{turn}"
 
 
 def replay_of(request: BenchClientRequest, load: conversation.SessionLoad | None) -> Replay | None:

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import functools
+import dataclasses
 import os
 
 from inferlab_bench.case import connections
+from inferlab_bench.case.conversation import SessionCaseRequest
 from inferlab_bench.case.reset import OPTION_HELP
 from inferlab_bench.case.stage import CaseOptions, run_case
 from inferlab_bench.cli.flags import bind, with_flags
 from inferlab_bench.cli.jsonmode import run_json_command
 from inferlab_bench.cli.options import CaseCommandFlags
-from inferlab_bench.protocol import BenchClientRequest, BenchClientResult, ClientStatus
+from inferlab_bench.protocol import BenchClientResult, ClientStatus
 
 RESET_ENV_VAR = "INFERLAB_PREFIX_CACHE_RESET"
 
@@ -23,7 +24,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="run one bench case (JSON request -> JSON result)",
         argument_default=argparse.SUPPRESS,
     )
-    parser.add_argument("--input", required=True, help="BenchClientRequest JSON")
+    parser.add_argument(
+        "--input",
+        required=True,
+        help="BenchClientRequest JSON (v6, plus our optional inferlab_sessions)",
+    )
     parser.add_argument("--output", required=True, help="where to write the result JSON")
     parser.add_argument(
         "--prefix-cache-reset",
@@ -56,11 +61,16 @@ def _run(flags: CaseCommandFlags) -> int:
     options = CaseOptions(
         prefix_cache_reset=flags.prefix_cache_reset, connections=flags.connections
     )
+
+    def stage(request: SessionCaseRequest) -> BenchClientResult:
+        sessions = request.session_load()
+        return run_case(request, dataclasses.replace(options, sessions=sessions))
+
     return run_json_command(
         input_path=flags.input,
         output_path=flags.output,
-        request_model=BenchClientRequest,
-        stage=functools.partial(run_case, options=options),
+        request_model=SessionCaseRequest,
+        stage=stage,
         failed_result=failed_result,
         what="case",
     )

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import IO
 
-from inferlab_bench.case.conversation import SessionLoad
+from inferlab_bench.case.conversation import SessionLoad, session_turns
 from inferlab_bench.case.reset import OPTION_HELP
 from inferlab_bench.case.stage import CaseOptions
 from inferlab_bench.cli.case import RESET_ENV_VAR, add_connections_flag
@@ -127,6 +127,16 @@ def case_options(flags: CaseFlags) -> CaseOptions:
             cache_block_tokens=flags.cache_block_tokens,
         ),
     )
+
+
+def planned_records(flags: CaseFlags, cases: int) -> tuple[int, str]:
+    """The records ``cases`` cases of these flags write, and what one is: a request, or for a
+    conversation population (whose ``--requests`` and ``--warmup`` count sessions) a turn."""
+    sessions = flags.requests + flags.warmup
+    turns = None if flags.population is None else session_turns(flags.population, sessions)
+    if turns is None:
+        return sessions * cases, "requests"
+    return turns * cases, "turns"
 
 
 def aiperf_echo(verbose: bool) -> IO[str]:

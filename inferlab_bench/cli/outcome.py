@@ -15,6 +15,7 @@ from inferlab_bench.cli.render import EXIT_FAILED, print_json, show
 from inferlab_bench.cli.wording import in_flag_words
 from inferlab_bench.protocol import ClientStatus
 from inferlab_bench.report.rundir import SavedCase
+from inferlab_bench.report.sessions import read_sessions, sessions_lines
 from inferlab_bench.report.tables import case_table, load_label, sweep_table
 from inferlab_bench.validity.report import (
     VALIDITY_SCHEMA,
@@ -45,8 +46,15 @@ def render_cases(
             validity=cases[0].validity,
         )
         show(_unsaid(table))
+        conversation = read_sessions(cases[0].directory)
+        if conversation is not None:
+            show(Text("\n".join(sessions_lines(conversation))))
     else:
         show(sweep_table(cases, title=title or str(out)))
+        for case in cases:  # a conversation sweep: each point's reuse verdict
+            conversation = read_sessions(case.directory)
+            if conversation is not None:
+                show(Text(f"{load_label(case.request)}: {sessions_lines(conversation)[-1]}"))
     show_verdicts(cases, summaries)
     print(f"results in {out.resolve()}", file=sys.stderr)
 

@@ -39,16 +39,18 @@ RATE_WINDOW_SECONDS = 20.0
 
 @dataclass(frozen=True)
 class Snapshot:
-    """Requests done so far, of how many (None: not known ahead), the recent rate, the ETA."""
+    """Requests done so far, of how many (None: not known ahead), the recent rate, the ETA;
+    ``noun`` says what a record is (``turns`` for a conversation population)."""
 
     done: int
     planned: int | None
     rate: float | None
     eta_seconds: float | None
+    noun: str = "requests"
 
     def line(self, cases: str = "") -> str:
         of = f"/{self.planned}" if self.planned else ""
-        parts = [f"{self.done}{of} requests done"]
+        parts = [f"{self.done}{of} {self.noun} done"]
         if self.rate is not None:
             parts.append(f"{self.rate:.1f}/s")
         if self.eta_seconds is not None:
@@ -60,8 +62,9 @@ class Snapshot:
 class RequestCount:
     """The count, its rate over the last ``RATE_WINDOW_SECONDS`` and the ETA (pure)."""
 
-    def __init__(self, planned: int | None) -> None:
+    def __init__(self, planned: int | None, noun: str = "requests") -> None:
         self.planned = planned
+        self.noun = noun
         self.done = 0
         self._history: deque[tuple[float, int]] = deque()
 
@@ -80,7 +83,7 @@ class RequestCount:
         eta = None
         if rate and self.planned:
             eta = max(self.planned - self.done, 0) / rate
-        return Snapshot(self.done, self.planned, rate, eta)
+        return Snapshot(self.done, self.planned, rate, eta, self.noun)
 
 
 class RecordTail:
@@ -171,9 +174,15 @@ def _duration(seconds: float) -> str:
 class Watcher:
     """The thread that tails the records and hands each snapshot to ``show``."""
 
-    def __init__(self, root: Path, planned: int | None, show: Callable[[Snapshot], None]) -> None:
+    def __init__(
+        self,
+        root: Path,
+        planned: int | None,
+        show: Callable[[Snapshot], None],
+        noun: str = "requests",
+    ) -> None:
         self._tail = RecordTail(root)
-        self._count = RequestCount(planned)
+        self._count = RequestCount(planned, noun)
         self._show = show
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="request-progress", daemon=True)
@@ -276,9 +285,14 @@ class RichRequests:
         pass
 
     def show(self, snapshot: Snapshot) -> None:
-        rate = "" if snapshot.rate is None else f"{snapshot.rate:.1f} req/s"
+        unit = "req" if snapshot.noun == "requests" else snapshot.noun.rstrip("s")
+        rate = "" if snapshot.rate is None else f"{snapshot.rate:.1f} {unit}/s"
         self._progress.update(
-            self._requests, completed=snapshot.done, total=snapshot.planned, rate=rate
+            self._requests,
+            description=snapshot.noun,
+            completed=snapshot.done,
+            total=snapshot.planned,
+            rate=rate,
         )
 
     def close(self) -> None:
@@ -287,13 +301,14 @@ class RichRequests:
 
 @contextmanager
 def request_progress(
-    out: Path, planned: int | None, *, plain: bool = False
+    out: Path, planned: int | None, *, plain: bool = False, noun: str = "requests"
 ) -> Iterator[ProgressSink]:
     """Progress for a command that writes its cases under ``out``: a sink for the stage's
-    own count of cases, and the per-request count beside it, until the block ends."""
+    own count of cases, and the per-request count beside it, until the block ends. AIPerf
+    writes one record per request: a conversation case's records are turns (``noun``)."""
     terminal = sys.stderr.isatty() and not plain
     sink: RichRequests | PlainLines = RichRequests() if terminal else PlainLines(sys.stderr)
-    watcher = Watcher(out, planned, sink.show)
+    watcher = Watcher(out, planned, sink.show, noun)
     watcher.start()
     try:
         yield sink

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from inferlab_bench.cli.caseflags import add_case_flags, case_options, target_from, workload_from
+from inferlab_bench.cli.caseflags import (
+    add_case_flags,
+    case_options,
+    planned_records,
+    target_from,
+    workload_from,
+)
 from inferlab_bench.cli.flags import bind, check_run_size, usage_error, with_flags
 from inferlab_bench.cli.kube_flags import add_kube_flags, kube_options, render_dry_run
 from inferlab_bench.cli.options import RunFlags
@@ -56,8 +62,8 @@ def _run(flags: RunFlags) -> int:
             return render_dry_run(dry_run([request], kube), as_json=flags.as_json)
         options = case_options(flags)
         engine = None if kube is None else KubeEngine(kube)
-        planned = (flags.requests + flags.warmup) * flags.trials
-        with request_progress(flags.out, planned, plain=flags.as_json):
+        planned, noun = planned_records(flags, flags.trials)
+        with request_progress(flags.out, planned, plain=flags.as_json, noun=noun):
             if flags.trials > 1:
                 outcome = run_trials(request, options, flags.trials, engine)
                 cases, summaries = list(outcome.trials), outcome.summaries

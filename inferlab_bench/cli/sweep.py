@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from inferlab_bench.cli.caseflags import add_case_flags, case_options, target_from, workload_from
+from inferlab_bench.cli.caseflags import (
+    add_case_flags,
+    case_options,
+    planned_records,
+    target_from,
+    workload_from,
+)
 from inferlab_bench.cli.flags import bind, check_run_size, usage_error, with_flags
 from inferlab_bench.cli.kube_flags import add_kube_flags, kube_options, render_dry_run
 from inferlab_bench.cli.options import SweepFlags
@@ -53,8 +59,8 @@ def _run(flags: SweepFlags) -> int:
         if kube is not None and kube.dry_run:
             requests = sweep_requests(base, loads, flags.out.resolve())
             return render_dry_run(dry_run(requests, kube), as_json=flags.as_json)
-        planned = (flags.requests + flags.warmup) * len(loads) * flags.trials
-        with request_progress(flags.out, planned, plain=flags.as_json) as progress:
+        planned, noun = planned_records(flags, len(loads) * flags.trials)
+        with request_progress(flags.out, planned, plain=flags.as_json, noun=noun) as progress:
             outcome = run_sweep(
                 base,
                 loads,

@@ -31,7 +31,7 @@ import numpy as np
 from inferlab_bench.load import Load, LoadKind
 from inferlab_bench.protocol import BenchLoadInput
 from inferlab_bench.validity.distribution import Distribution, describe
-from inferlab_bench.validity.inputs import FloatArray, Int64Array, PhaseRecords
+from inferlab_bench.validity.inputs import FloatArray, Int64Array, PhaseRecords, session_spans
 from inferlab_bench.validity.verdict import (
     Check,
     Figures,
@@ -79,6 +79,9 @@ class DispatchFidelity(Figures):
     client_send_ms: Distribution | None = None
     """After request start, the client's own time until the request was sent (AIPerf's
     HTTP trace): part of every latency AIPerf reports, not the server's."""
+    held_unit: str = "requests"
+    """What held the concurrency: ``sessions`` for a conversation case (from a session's
+    first turn to its last, think time included)."""
 
 
 def dispatch_delays_ms(records: PhaseRecords) -> FloatArray | None:
@@ -203,15 +206,20 @@ def assess_dispatch(
     cv = interarrival_cv(records.start_ns)
     target_rate = expected = None
     asked = held = None
+    unit = "requests"
     shape = Load.of(load)
-    cap = shape.in_flight(n)  # a concurrency above the request count cannot be held
     if shape.rate_limited:
         target_rate, expected = shape.rate, shape.expected_interarrival_cv
         assert target_rate is not None and expected is not None
         checks += [rate_check(rate, target_rate, expected, n, tol), cv_check(cv, expected, n, tol)]
     else:
-        asked = cap if cap is not None else n
-        held = held_concurrency(records.start_ns, records.end_ns, asked)
+        # A conversation case's slots are held by sessions (think time included), not turns.
+        spans = session_spans(records.session_ids, records.start_ns, records.end_ns)
+        starts, ends = (records.start_ns, records.end_ns) if spans is None else spans
+        unit = "requests" if spans is None else "sessions"
+        cap = shape.in_flight(len(starts))  # a concurrency above the count cannot be held
+        asked = cap if cap is not None else len(starts)
+        held = held_concurrency(starts, ends, asked)
         checks.append(_concurrency_or_na(shape, held, asked, tol))
     if n < tol.min_requests:
         checks.append(unknown("enough_requests", f"{n} < {tol.min_requests} records"))
@@ -230,6 +238,7 @@ def assess_dispatch(
         dispatch_delay_ms=delay_figures,
         checks=tuple(checks),
         client_send_ms=None if records.client_send_ms is None else describe(records.client_send_ms),
+        held_unit=unit,
     )
 
 

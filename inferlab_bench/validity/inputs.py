@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -11,6 +12,34 @@ import numpy.typing as npt
 Int64Array = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
+
+
+TURN_KEY = re.compile(r"(.+)#t(\d+)")
+"""A conversation case keys each record by its turn, ``session#tN`` (``case.sessions``)."""
+
+
+def turn_key(session_id: str, turn: int) -> str:
+    """One turn's key: ``inferlab-00000003#t1``."""
+    return f"{session_id}#t{turn}"
+
+
+def session_spans(
+    keys: Sequence[str], start_ns: Int64Array, end_ns: Int64Array
+) -> tuple[Int64Array, Int64Array] | None:
+    """Each session's first start and last end, when every key is a turn key (a
+    conversation case: a session holds its concurrency slot from its first turn to its
+    last, think time included); None for single requests."""
+    sessions: dict[str, list[int]] = {}
+    for i, key in enumerate(keys):
+        match = TURN_KEY.fullmatch(key)
+        if match is None:
+            return None
+        sessions.setdefault(match.group(1), []).append(i)
+    if not sessions:
+        return None
+    starts = np.array([start_ns[rows].min() for rows in sessions.values()], dtype=np.int64)
+    ends = np.array([end_ns[rows].max() for rows in sessions.values()], dtype=np.int64)
+    return starts, ends
 
 
 @dataclass(frozen=True)

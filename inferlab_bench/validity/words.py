@@ -66,7 +66,7 @@ def _kept_up(dispatch: DispatchFidelity) -> str:
     if dispatch.asked_concurrency is not None and dispatch.held_concurrency is not None:
         return (
             f"The client kept {dispatch.held_concurrency:.3g} of {dispatch.asked_concurrency} "
-            "requests in flight, as asked."
+            f"{dispatch.held_unit} in flight, as asked."
         )
     return "The client sent the load as asked."
 
@@ -109,7 +109,7 @@ def _cv(check: Check, d: DispatchFidelity) -> str:
 
 def _held(check: Check, d: DispatchFidelity) -> str:
     return (
-        f"only {d.held_concurrency or 0:.3g} of {d.asked_concurrency} requests were in flight "
+        f"only {d.held_concurrency or 0:.3g} of {d.asked_concurrency} {d.held_unit} were in flight "
         f"on average: the client could not keep {d.asked_concurrency} streams busy; {KUBE_HINT}"
     )
 

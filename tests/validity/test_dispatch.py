@@ -140,3 +140,25 @@ def test_in_flight_figures() -> None:
     assert held_concurrency(start, end, 3) is None
     assert interarrival_cv(np.array([0, 10, 20], dtype=np.int64)) == 0.0
     assert math.isclose(held_concurrency(start, end, 2) or 0.0, 2.0)
+
+
+def test_sessions_hold_their_slot_through_think_time() -> None:
+    """4 sessions of 4 turns at concurrency 2: 100 ms turns 100 ms apart (think time). Per
+    turn only half the slots look busy; per session (how AIPerf holds a slot) all are."""
+    starts, ends, keys = [], [], []
+    for session in range(4):
+        begin = T0 + (session // 2) * 700 * MS  # two sessions at a time, back to back
+        for turn in range(4):
+            starts.append(begin + turn * 200 * MS)
+            ends.append(begin + turn * 200 * MS + 100 * MS)
+            keys.append(f"inferlab-{session:08d}#t{turn}")
+    start_ns, end_ns = np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64)
+    as_turns = assess_dispatch(records(start_ns, end_ns), concurrency(2))
+    assert checks(as_turns)["held_concurrency_ratio"] is Verdict.FAIL
+    as_sessions = assess_dispatch(
+        records(start_ns, end_ns, session_ids=tuple(keys)), concurrency(2)
+    )
+    assert checks(as_sessions)["held_concurrency_ratio"] is Verdict.PASS
+    assert as_sessions.asked_concurrency == 2 and as_sessions.held_unit == "sessions"
+    assert as_turns.held_unit == "requests"
+    assert as_sessions.held_concurrency is not None and as_sessions.held_concurrency >= 1.9
