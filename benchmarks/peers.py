@@ -16,7 +16,7 @@ per-run p90 beside it, and the count of late requests (TTFT overhead above ``LAT
 second table says when in each run the late ones fell. Each load runs ``--repeats`` times
 with the clients interleaved (each repeat starts with the next client). The last lines
 compare ``ours-run``'s pooled TTFT overhead p90 with the best peer's, and with the harness's,
-at c=1 and c=4, with a bootstrap 90% interval of the ratio and whether the two clients'
+at every load that ran, with a bootstrap 90% interval of the ratio and whether the two clients'
 per-run p90s overlap. The load average is printed at the start and after each population.
 
 At a rate load the clients draw their own schedules, so after the table each run's arrivals
@@ -118,7 +118,6 @@ LOADS = {  # requests per run: 3 runs pooled put 60 (c=1) and 72 (c=4) requests 
 LATE_MS = 0.8
 """A request whose TTFT overhead exceeds this is late: counted per run, with when it fell."""
 BOOTSTRAP = 2000  # resamples for the interval of a pooled p90 and of the ratio
-COMPARED = ("c1", "c4")  # the loads the last line compares
 
 
 @dataclass(frozen=True)
@@ -771,8 +770,8 @@ def _resampled_p90(runs: list[RunFigures], rng: np.random.Generator) -> float:
 
 
 def final_lines(runs: list[RunFigures], clients: list[str]) -> list[str]:
-    """``TTFT overhead p90, ours-run / best peer: c1 X c4 Y`` and what the spread allows;
-    also ours-run / the harness (``ours``) when both ran."""
+    """``TTFT overhead p90, ours-run / best peer: c1 X c4 Y ...`` (every load that ran) and
+    what the spread allows; also ours-run / the harness (``ours``) when both ran."""
     mine = "ours-run" if "ours-run" in clients else "ours"
     peers = [c for c in clients if not c.startswith("ours")]
     lines = [final_line(runs, mine, peers, "best peer")]
@@ -782,7 +781,8 @@ def final_lines(runs: list[RunFigures], clients: list[str]) -> list[str]:
 
 
 def final_line(runs: list[RunFigures], mine: str, others: list[str], label: str) -> str:
-    found = {load: compare(runs, load, mine, others) for load in COMPARED}
+    loads = dict.fromkeys(r.load for r in runs)  # every load that ran, in the order it ran
+    found = {load: compare(runs, load, mine, others) for load in loads}
     ratios = " ".join(f"{load} {c.ratio:.2f}" if c else f"{load} n/a" for load, c in found.items())
     notes = []
     for load, c in found.items():

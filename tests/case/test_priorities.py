@@ -16,6 +16,7 @@ from inferlab_bench.case.aiperf_plugin.priorities import (
     BookkeepingPolicy,
     BookkeepingPriorities,
     choose_bookkeeping,
+    service_title,
 )
 from inferlab_bench.case.usage import UsageSampler, UsageSeries, autogroups_enabled
 
@@ -188,6 +189,9 @@ def test_nothing_is_lowered_before_the_load_starts() -> None:
         ["aiperf dataset_manager", "5"], executable="/bin/sleep", process_group=0
     )
     try:
+        # Right after the fork the child's cmdline can read empty (exec not yet done); a
+        # process without a title is judged at the next scan, so wait for the title first.
+        assert _until(lambda: service_title(leader.pid) == "dataset_manager")
         priorities = BookkeepingPriorities(leader.pid, "idle", from_load=True, runnable=0)
         priorities.lower_new([leader.pid])  # a scan during start-up
         assert os.sched_getscheduler(leader.pid) != os.SCHED_IDLE

@@ -132,11 +132,19 @@ def test_validity_is_judged_as_locally(
     # The client's own cost is sampled only where AIPerf runs in sight (not in a pod): the
     # kube document leaves that verdict out, and everything else is judged the same way.
     assert ours["client_cost"] is None and "client_cost_low" not in ours["verdicts"]
+    # The truth is asked only of a server reached from here that announced itself as our
+    # simulator: the local case has it (its dispatch check is then the requests' lateness at
+    # the server), the pod's case does not (its check is AIPerf's own dispatch delay).
+    assert ours["measured"] is None and theirs["measured"] is not None
+    assert ours["dispatch"]["checks"][0]["name"] == "dispatch_delay_p95_ms"
+    assert theirs["dispatch"]["checks"][0]["name"] == "arrival_late_p95_ms"
     for doc in (ours, theirs):
         for section in ("verdicts", "explanations"):
             doc[section].pop("client_cost_low", None)
-        doc.pop("client_cost")
-        doc.pop("verdict")
+        doc["explanations"].pop("load_generator_kept_up")
+        for key in ("client_cost", "verdict", "measured"):
+            doc.pop(key)
+        doc["dispatch"].pop("checks")
     assert ours == theirs
 
 
