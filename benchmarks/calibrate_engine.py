@@ -61,7 +61,15 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.calibrate import Brake, Run, check_rates, confusion, hog  # noqa: E402
+from benchmarks.calibrate import (  # noqa: E402
+    READ_ON_TTST,
+    Brake,
+    Run,
+    check_rates,
+    confusion,
+    hog,
+    read_check_on_ttst_alone,
+)
 from inferlab_bench.runs.demo import TOKENIZER_DIR  # noqa: E402
 from inferlab_bench.validity.truth import CLIENT_TOLERANCE, ClientTolerance  # noqa: E402
 
@@ -355,6 +363,7 @@ def score(condition: Condition, out: Path, seconds: float) -> Run:
         for part in ("client_cost", "dispatch")
         for c in (validity.get(part) or {}).get("checks", [])
     }
+    checks[READ_ON_TTST] = read_check_on_ttst_alone(out)
     cost = validity.get("client_cost") or {}
     return Run(
         condition=condition.name,
@@ -420,6 +429,8 @@ def report(runs: list[Run], seconds: float) -> str:
         lines += ["", *confusion(runs, judgment)]
         if judgment == "client_cost_low":
             lines += ["", *confusion(runs, judgment, before=True)]
+            if any(READ_ON_TTST in run.checks for run in runs):
+                lines += ["", *confusion(runs, judgment, on_ttst=True)]
     lines += ["", *check_rates(runs)]
     return "\n".join(lines)
 

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from inferlab_bench.errors import RecordsError
-from inferlab_bench.metric_tags import RECORD_TAGS
+from inferlab_bench.metric_tags import CHUNK_GAPS, RECORD_TAGS
 
 _VALUE = pa.struct([("value", pa.float64())])
 # Only the fields we use: everything else in a record is skipped by the parser.
@@ -36,7 +36,13 @@ RECORD_SCHEMA = pa.schema(
                 ]
             ),
         ),
-        ("metrics", pa.struct([(tag, _VALUE) for tag in RECORD_TAGS])),
+        (
+            "metrics",
+            pa.struct(
+                [(tag, _VALUE) for tag in RECORD_TAGS]
+                + [(CHUNK_GAPS, pa.struct([("value", pa.list_(pa.float64()))]))]
+            ),
+        ),
         (
             "error",
             pa.struct([("code", pa.int64()), ("type", pa.string()), ("message", pa.string())]),
@@ -44,6 +50,9 @@ RECORD_SCHEMA = pa.schema(
     ]
 )
 _BLOCK_SIZE = 4 << 20
+LEADING_GAPS = 32
+"""Chunk gaps kept per request from the start of its stream: room for a first burst (the
+client frozen for tens of ms while tokens came one ITL apart) and no more."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +78,9 @@ class RecordColumns:
     """The AIPerf worker that sent each request (``metadata.worker_id``)."""
     turn_index: np.ndarray | None = None
     """The turn of its session each request was (``metadata.turn_index``; -1 where absent)."""
+    leading_gaps_ms: np.ndarray | None = None
+    """Per request, its first ``LEADING_GAPS`` chunk gaps as read (AIPerf's
+    ``inter_chunk_latency``), one row each, NaN past its end."""
 
     def __len__(self) -> int:
         return int(self.session_num.shape[0])
@@ -169,7 +181,23 @@ def _columns(table: pa.Table) -> RecordColumns:
         worker_id=pc.struct_field(meta, "worker_id").to_pylist(),
         turn_index=_ints(pc.struct_field(meta, "turn_index")),
         metrics={tag: _floats(pc.struct_field(metrics, [tag, "value"])) for tag in RECORD_TAGS},
+        leading_gaps_ms=_leading(pc.struct_field(metrics, [CHUNK_GAPS, "value"]), LEADING_GAPS),
     )
+
+
+def _leading(lists: pa.Array, width: int) -> np.ndarray:
+    """The first ``width`` values of each list as the rows of a NaN-padded matrix."""
+    rows = len(lists)
+    out = np.full((rows, width), np.nan)
+    if rows == 0:
+        return out
+    kept = pc.list_slice(lists, 0, width)
+    lengths = np.asarray(pc.fill_null(pc.list_value_length(kept), 0), dtype=np.int64)
+    values = np.asarray(pc.list_flatten(kept).to_numpy(zero_copy_only=False), dtype=np.float64)
+    starts = np.cumsum(lengths) - lengths
+    row = np.repeat(np.arange(rows), lengths)
+    out[row, np.arange(values.size) - np.repeat(starts, lengths)] = values
+    return out
 
 
 def _ints(array: pa.Array) -> np.ndarray:

@@ -63,6 +63,9 @@ class RecordColumns(Protocol):
     @property
     def x_request_id(self) -> Sequence[str | None]: ...
 
+    @property
+    def leading_gaps_ms(self) -> npt.NDArray[Any] | None: ...
+
     def __len__(self) -> int: ...
 
     def metric(self, tag: str) -> npt.NDArray[Any]: ...
@@ -99,12 +102,20 @@ def phase_records(columns: RecordColumns) -> PhaseRecords:
         ttft_ms=_floats(columns, tags.TTFT),
         itl_ms=_floats(columns, tags.ITL),
         ttst_ms=_floats(columns, tags.TTST),
+        leading_gaps_ms=_leading_gaps(columns),
         latency_ms=_floats(columns, tags.REQUEST_LATENCY),
         error_class=_error_classes(columns),
         error_message=tuple(columns.error_message),
         worker_ids=_worker_ids(columns),
         request_ids=tuple(columns.x_request_id) if len(columns.x_request_id) else None,
     )
+
+
+def _leading_gaps(columns: RecordColumns) -> FloatArray | None:
+    gaps = columns.leading_gaps_ms
+    if gaps is None or not np.isfinite(gaps).any():
+        return None
+    return np.asarray(gaps, dtype=np.float64)
 
 
 def _worker_ids(columns: RecordColumns) -> tuple[str, ...] | None:
