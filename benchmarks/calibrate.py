@@ -407,19 +407,20 @@ JUDGMENTS = (
 
 
 READ_ON_TTST = "read_late_on_ttst_alone"
-"""The read-late check as it was until the first burst was counted (one ITL at most)."""
+"""The read-late check as it was until bursts were counted (one ITL at most)."""
 
 
 def read_check_on_ttst_alone(out: Path) -> str:
     """``first_token_read_late_p90_ms`` of the run in ``out`` judged without its chunk gaps."""
     columns = read_records(out / "aiperf" / "profile.jsonl").profiling
-    phase = dataclasses.replace(phase_records(columns), leading_gaps_ms=None)
+    phase = dataclasses.replace(phase_records(columns), first_burst_ms=None)
     read = next(c for c in assess_client_cost(phase, None).checks if c.name.startswith("first"))
     return read.verdict.value
 
 
 def rule_on_ttst(run: Run) -> str:
-    """client_cost_low with the read check on TTST alone (the rule until 2026-12-07 12:00)."""
+    """client_cost_low without bursts: the read check on TTST alone and no stream-stall check
+    (the rule until 2026-12-07 12:00)."""
     said = [run.checks.get(name) for name in ("client_cpu_ms_per_request", "send_time_p95_ms")]
     said.append(run.checks.get(READ_ON_TTST))
     if "fail" in said:
@@ -439,7 +440,7 @@ def rule_before(run: Run) -> str:
 def confusion(
     runs: list[Run], judgment: str, before: bool = False, on_ttst: bool = False
 ) -> list[str]:
-    label = " (rule before calibration)" if before else " (read check on TTST alone)"
+    label = " (rule before calibration)" if before else " (without bursts: TTST alone, no stall)"
     lines = [
         f"{judgment}{label if before or on_ttst else ''}",
         f"  {'condition':<26}{'load1':>6}  {'true state':<12}verdict",
@@ -477,6 +478,7 @@ CLIENT_CHECKS = (
     "send_time_p95_ms",
     "first_token_read_late_p90_ms",
     READ_ON_TTST,
+    "stream_read_stall_p90_ms",
     "dispatch_delay_p95_ms",
 )
 

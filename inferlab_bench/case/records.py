@@ -13,7 +13,8 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from inferlab_bench.errors import RecordsError
-from inferlab_bench.metric_tags import CHUNK_GAPS, RECORD_TAGS
+from inferlab_bench.metric_tags import CHUNK_GAPS, ITL, RECORD_TAGS
+from inferlab_bench.validity.read_bursts import FIRST_SHARE, STALL_SHARE, burst_lateness
 
 _VALUE = pa.struct([("value", pa.float64())])
 # Only the fields we use: everything else in a record is skipped by the parser.
@@ -50,9 +51,6 @@ RECORD_SCHEMA = pa.schema(
     ]
 )
 _BLOCK_SIZE = 4 << 20
-LEADING_GAPS = 32
-"""Chunk gaps kept per request from the start of its stream: room for a first burst (the
-client frozen for tens of ms while tokens came one ITL apart) and no more."""
 
 
 @dataclass(frozen=True)
@@ -78,9 +76,11 @@ class RecordColumns:
     """The AIPerf worker that sent each request (``metadata.worker_id``)."""
     turn_index: np.ndarray | None = None
     """The turn of its session each request was (``metadata.turn_index``; -1 where absent)."""
-    leading_gaps_ms: np.ndarray | None = None
-    """Per request, its first ``LEADING_GAPS`` chunk gaps as read (AIPerf's
-    ``inter_chunk_latency``), one row each, NaN past its end."""
+    first_burst_ms: np.ndarray | None = None
+    """Per request, how late at least its first token was read (``read_bursts``; NaN where
+    AIPerf kept no chunk gaps)."""
+    largest_burst_ms: np.ndarray | None = None
+    """Per request, the largest burst anywhere in its stream (``read_bursts``)."""
 
     def __len__(self) -> int:
         return int(self.session_num.shape[0])
@@ -127,15 +127,55 @@ def read_json_file(path: Path, what: str) -> dict[str, Any]:
 
 
 def _read_table(path: Path) -> pa.Table:
+    """The records, each block's chunk-gap lists reduced to two figures per request as it is
+    read: the lists are most of a long stream's record and are not kept."""
     if path.stat().st_size == 0:
-        return RECORD_SCHEMA.empty_table()
+        return _TABLE_SCHEMA.empty_table()
     options = pj.ParseOptions(explicit_schema=RECORD_SCHEMA, unexpected_field_behavior="ignore")
     try:
-        return pj.read_json(
+        reader = pj.open_json(
             path, parse_options=options, read_options=pj.ReadOptions(block_size=_BLOCK_SIZE)
         )
+        return _with_bursts([_reduced(batch) for batch in reader])
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise _locate_corruption(path, exc) from exc
+
+
+_KEPT_METRICS = pa.struct([(tag, _VALUE) for tag in RECORD_TAGS])
+_TABLE_SCHEMA = pa.schema(
+    [
+        RECORD_SCHEMA.field("metadata"),
+        pa.field("metrics", _KEPT_METRICS),
+        RECORD_SCHEMA.field("error"),
+        pa.field("first_burst_ms", pa.float64()),
+        pa.field("largest_burst_ms", pa.float64()),
+    ]
+)
+
+
+def _with_bursts(batches: list[pa.RecordBatch]) -> pa.Table:
+    if not batches:
+        return _TABLE_SCHEMA.empty_table()
+    return pa.Table.from_batches(batches, schema=_TABLE_SCHEMA)
+
+
+def _reduced(batch: pa.RecordBatch) -> pa.RecordBatch:
+    metrics = batch.column("metrics")
+    gaps = pc.struct_field(metrics, [CHUNK_GAPS, "value"])
+    lengths = np.asarray(pc.fill_null(pc.list_value_length(gaps), 0), dtype=np.int64)
+    values = np.asarray(pc.list_flatten(gaps).to_numpy(zero_copy_only=False), dtype=np.float64)
+    itl = _floats(pc.struct_field(metrics, [ITL, "value"]))
+    first, _ = burst_lateness(lengths, values, itl, FIRST_SHARE)
+    _, largest = burst_lateness(lengths, values, itl, STALL_SHARE)
+    kept = pa.StructArray.from_arrays(
+        [pc.struct_field(metrics, tag) for tag in RECORD_TAGS],
+        fields=list(_KEPT_METRICS),
+        mask=pc.invert(metrics.is_valid()),
+    )
+    return pa.RecordBatch.from_arrays(
+        [batch.column("metadata"), kept, batch.column("error"), pa.array(first), pa.array(largest)],
+        schema=_TABLE_SCHEMA,
+    )
 
 
 def _locate_corruption(path: Path, exc: Exception) -> RecordsError:
@@ -181,23 +221,9 @@ def _columns(table: pa.Table) -> RecordColumns:
         worker_id=pc.struct_field(meta, "worker_id").to_pylist(),
         turn_index=_ints(pc.struct_field(meta, "turn_index")),
         metrics={tag: _floats(pc.struct_field(metrics, [tag, "value"])) for tag in RECORD_TAGS},
-        leading_gaps_ms=_leading(pc.struct_field(metrics, [CHUNK_GAPS, "value"]), LEADING_GAPS),
+        first_burst_ms=_floats(table.column("first_burst_ms").combine_chunks()),
+        largest_burst_ms=_floats(table.column("largest_burst_ms").combine_chunks()),
     )
-
-
-def _leading(lists: pa.Array, width: int) -> np.ndarray:
-    """The first ``width`` values of each list as the rows of a NaN-padded matrix."""
-    rows = len(lists)
-    out = np.full((rows, width), np.nan)
-    if rows == 0:
-        return out
-    kept = pc.list_slice(lists, 0, width)
-    lengths = np.asarray(pc.fill_null(pc.list_value_length(kept), 0), dtype=np.int64)
-    values = np.asarray(pc.list_flatten(kept).to_numpy(zero_copy_only=False), dtype=np.float64)
-    starts = np.cumsum(lengths) - lengths
-    row = np.repeat(np.arange(rows), lengths)
-    out[row, np.arange(values.size) - np.repeat(starts, lengths)] = values
-    return out
 
 
 def _ints(array: pa.Array) -> np.ndarray:

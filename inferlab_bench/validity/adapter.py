@@ -64,7 +64,10 @@ class RecordColumns(Protocol):
     def x_request_id(self) -> Sequence[str | None]: ...
 
     @property
-    def leading_gaps_ms(self) -> npt.NDArray[Any] | None: ...
+    def first_burst_ms(self) -> npt.NDArray[Any] | None: ...
+
+    @property
+    def largest_burst_ms(self) -> npt.NDArray[Any] | None: ...
 
     def __len__(self) -> int: ...
 
@@ -102,7 +105,8 @@ def phase_records(columns: RecordColumns) -> PhaseRecords:
         ttft_ms=_floats(columns, tags.TTFT),
         itl_ms=_floats(columns, tags.ITL),
         ttst_ms=_floats(columns, tags.TTST),
-        leading_gaps_ms=_leading_gaps(columns),
+        first_burst_ms=_measured(columns.first_burst_ms),
+        largest_burst_ms=_measured(columns.largest_burst_ms),
         latency_ms=_floats(columns, tags.REQUEST_LATENCY),
         error_class=_error_classes(columns),
         error_message=tuple(columns.error_message),
@@ -111,11 +115,11 @@ def phase_records(columns: RecordColumns) -> PhaseRecords:
     )
 
 
-def _leading_gaps(columns: RecordColumns) -> FloatArray | None:
-    gaps = columns.leading_gaps_ms
-    if gaps is None or not np.isfinite(gaps).any():
+def _measured(column: npt.NDArray[Any] | None) -> FloatArray | None:
+    """A per-request figure, or None when no record has it."""
+    if column is None or not np.isfinite(column).any():
         return None
-    return np.asarray(gaps, dtype=np.float64)
+    return np.asarray(column, dtype=np.float64)
 
 
 def _worker_ids(columns: RecordColumns) -> tuple[str, ...] | None:

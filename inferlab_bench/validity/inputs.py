@@ -70,9 +70,11 @@ class PhaseRecords:
     ttst_ms: FloatArray | None = None
     """Per request, first token -> second token at the client (AIPerf's time_to_second_token,
     ms); NaN where not measured."""
-    leading_gaps_ms: FloatArray | None = None
-    """Per request (one row each), the first gaps between the chunks the client read, the
-    first of them TTST; NaN past a stream's end. None: the records kept no chunk gaps."""
+    first_burst_ms: FloatArray | None = None
+    """Per request, how late at least its first token was read, from the burst that opens
+    its stream (``read_bursts``); NaN where not measured. None: no chunk gaps were kept."""
+    largest_burst_ms: FloatArray | None = None
+    """Per request, the largest burst anywhere in its stream (``read_bursts``)."""
     latency_ms: FloatArray | None = None
     """Per request, the end-to-end latency (AIPerf's request_latency, ms)."""
     error_class: tuple[str | None, ...] | None = None
@@ -99,7 +101,8 @@ class PhaseRecords:
             "ttft_ms",
             "itl_ms",
             "ttst_ms",
-            "leading_gaps_ms",
+            "first_burst_ms",
+            "largest_burst_ms",
             "latency_ms",
             "error_class",
             "error_message",

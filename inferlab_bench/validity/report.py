@@ -254,6 +254,8 @@ def _cost_figures(c: ClientCost) -> str:
         parts.append(f"run queue {c.runnable_per_core:.2f} per core")
     if c.first_token_late_p90_ms is not None:
         parts.append(f"first token read late p90 {c.first_token_late_p90_ms:.2f} ms")
+    if c.stream_stall_p90_ms is not None:
+        parts.append(f"stream read stall p90 {c.stream_stall_p90_ms:.2f} ms")
     if c.send_time_ms is not None:
         parts.append(f"send time p95 {c.send_time_ms.p95:.2f} ms")
     if c.send_delay_ms is not None:

@@ -195,6 +195,8 @@ def _proxy_figures(cost: ClientCost, measured: Measured) -> str:
         parts.append(f"{cost.cpu_ms_per_request:.1f} ms of CPU per request")
     if cost.first_token_late_p90_ms is not None:
         parts.append(f"first token read late by {cost.first_token_late_p90_ms:.1f} ms at p90")
+    if cost.stream_stall_p90_ms is not None:
+        parts.append(f"streams read in bursts of {cost.stream_stall_p90_ms:.1f} ms at p90")
     if cost.send_time_ms is not None:
         parts.append(f"send time p95 {cost.send_time_ms.p95:.1f} ms")
     if cost.runnable_per_core is not None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from inferlab_bench.case.records import LEADING_GAPS, read_json_file, read_records
+from inferlab_bench.case.records import read_json_file, read_records
 from inferlab_bench.errors import RecordsError
 from tests.case.support import record, write_records
 
@@ -36,17 +36,19 @@ def test_phases_are_split_and_columns_aligned(tmp_path: Path) -> None:
     assert profiling.worker_id == ["worker_1"] * 3  # who sent each: the send time's queue
 
 
-def test_the_first_chunk_gaps_are_kept_per_request(tmp_path: Path) -> None:
-    """AIPerf's inter_chunk_latency list: the first LEADING_GAPS of each, NaN past the end
-    (the read-late check counts a first burst in them); a failed request has none."""
-    long = record(1)
-    long["metrics"]["inter_chunk_latency"]["value"] = [float(i) for i in range(100)]
-    rows = [record(0), long, record(2, error="boom", good=None)]
-    gaps = read_records(write_records(tmp_path / "profile.jsonl", rows)).profiling.leading_gaps_ms
-    assert gaps is not None and gaps.shape == (3, LEADING_GAPS)
-    assert gaps[0, :3].tolist() == [5.0, 5.1, 4.9] and np.isnan(gaps[0, 3:]).all()
-    assert gaps[1].tolist() == [float(i) for i in range(LEADING_GAPS)]
-    assert np.isnan(gaps[2]).all()
+def test_each_stream_s_chunk_gaps_become_its_bursts(tmp_path: Path) -> None:
+    """AIPerf's inter_chunk_latency lists are reduced as read: per request the burst that
+    opens its stream and the largest anywhere (ITL 5 ms in these records); a failed
+    request has neither. The lists themselves are not kept."""
+    late = record(1)
+    late["metrics"]["inter_chunk_latency"]["value"] = [0.1, 0.2, 5.0, 9.0, 0.5, 5.0]
+    rows = [record(0), late, record(2, error="boom", good=None)]
+    profiling = read_records(write_records(tmp_path / "profile.jsonl", rows)).profiling
+    assert profiling.first_burst_ms is not None and profiling.largest_burst_ms is not None
+    assert profiling.first_burst_ms[:2].tolist() == [0.0, pytest.approx(9.7)]
+    assert profiling.largest_burst_ms[:2].tolist() == [0.0, pytest.approx(9.7)]
+    assert np.isnan(profiling.first_burst_ms[2]) and np.isnan(profiling.largest_burst_ms[2])
+    assert "inter_chunk_latency" not in profiling.metrics
 
 
 def test_a_corrupted_line_names_its_line_number(tmp_path: Path) -> None:

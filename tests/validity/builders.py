@@ -29,7 +29,8 @@ def records(
     ttft_ms: float = 40.0,
     itl_ms: float | np.ndarray = 15.0,
     ttst_ms: float | np.ndarray = 15.0,
-    leading_gaps_ms: np.ndarray | None = None,
+    first_burst_ms: np.ndarray | None = None,
+    largest_burst_ms: float | np.ndarray | None = 0.0,
 ) -> PhaseRecords:
     n = len(start_ns)
     start = np.asarray(start_ns, dtype=np.int64)
@@ -49,7 +50,10 @@ def records(
         ttft_ms=np.full(n, ttft_ms),
         itl_ms=np.broadcast_to(np.asarray(itl_ms, dtype=np.float64), n).copy(),
         ttst_ms=np.broadcast_to(np.asarray(ttst_ms, dtype=np.float64), n).copy(),
-        leading_gaps_ms=leading_gaps_ms,
+        first_burst_ms=first_burst_ms,
+        largest_burst_ms=None
+        if largest_burst_ms is None
+        else np.broadcast_to(np.asarray(largest_burst_ms, dtype=np.float64), n).copy(),
     )
 
 

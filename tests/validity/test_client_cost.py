@@ -202,27 +202,32 @@ def test_a_client_that_read_its_first_tokens_together_fails_by_how_late() -> Non
     assert "read their first token late (by at least 14.7 ms at p90)" in cost.in_words
 
 
-def test_a_client_frozen_for_several_tokens_is_late_by_all_of_them() -> None:
-    """Frozen 40 ms while tokens came 15 ms apart, the client read the first three tokens in
-    one burst (gaps 0.2 and 0.3 ms, then 15 ms again): the first was read at least
-    2 * 15 - 0.5 = 29.5 ms late, where TTST alone says 14.8 ms."""
-    gaps = np.full((N, 8), 15.0)
-    gaps[:, :2] = [0.2, 0.3]
-    cost = assess_client_cost(records(STARTS, ttst_ms=0.2, leading_gaps_ms=gaps), usage(0.05, 1))
+def test_a_first_burst_of_several_tokens_counts_them_all() -> None:
+    """Frozen 40 ms while tokens came 15 ms apart, the client read its first three tokens in
+    one burst: the first was read at least 29.5 ms late (read_bursts), where TTST alone
+    says 14.8 ms. A record without its chunk gaps (NaN) falls back on TTST."""
+    burst = np.full(N, 29.5)
+    cost = assess_client_cost(records(STARTS, ttst_ms=0.2, first_burst_ms=burst), usage(0.05, 1))
     assert cost.first_token_late_p90_ms == pytest.approx(29.5)
-    assert checks(cost)["first_token_read_late_p90_ms"] is Verdict.FAIL
-    # The same stream read punctually after its first gap: one token late, as before.
-    gaps[:, 1] = 15.0
-    cost = assess_client_cost(records(STARTS, ttst_ms=0.2, leading_gaps_ms=gaps), usage(0.05, 1))
+    burst[:] = np.nan
+    cost = assess_client_cost(records(STARTS, ttst_ms=0.2, first_burst_ms=burst), usage(0.05, 1))
     assert cost.first_token_late_p90_ms == pytest.approx(14.8)
 
 
-def test_a_short_stream_ends_its_burst() -> None:
-    """Two tokens read together and nothing after (NaN past the stream's end): one ITL."""
-    gaps = np.full((N, 8), np.nan)
-    gaps[:, 0] = 0.5
-    cost = assess_client_cost(records(STARTS, ttst_ms=0.5, leading_gaps_ms=gaps), usage(0.05, 1))
-    assert cost.first_token_late_p90_ms == pytest.approx(14.5)
+def test_a_stream_read_in_bursts_fails_by_five_percent_of_e2e() -> None:
+    """Tokens held mid-stream (the first read on time): the largest burst's p90 against
+    max(3 ms, 5% of E2E p90); the builders' E2E is 50 ms, so the bound is 3 ms."""
+    stalled = np.where(np.arange(N) % 2 == 0, 25.0, 0.0)
+    cost = assess_client_cost(records(STARTS, largest_burst_ms=stalled), usage(0.05, 1))
+    assert checks(cost)["first_token_read_late_p90_ms"] is Verdict.PASS
+    assert checks(cost)["stream_read_stall_p90_ms"] is Verdict.FAIL
+    assert cost.client_cost_low is Verdict.FAIL
+    assert cost.stream_stall_p90_ms == pytest.approx(25.0)
+    assert "the client held at least 25.0 ms at p90" in cost.in_words
+    quiet = assess_client_cost(records(STARTS, largest_burst_ms=2.0), usage(0.05, 1))
+    assert checks(quiet)["stream_read_stall_p90_ms"] is Verdict.PASS
+    unmeasured = assess_client_cost(records(STARTS, largest_burst_ms=None), usage(0.05, 1))
+    assert checks(unmeasured)["stream_read_stall_p90_ms"] is Verdict.UNKNOWN
 
 
 def test_a_punctual_reader_passes_even_with_a_jittery_server() -> None:
