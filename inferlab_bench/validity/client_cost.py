@@ -16,7 +16,7 @@ request end), from samples the case stage took of /proc while AIPerf ran:
   two tokens, where AIPerf kept the chunk gaps;
 - a stream read in bursts: the largest burst anywhere in each stream, p90, within
   max(3 ms, 5% of E2E p90). Against llama.cpp (ITL 3-5 ms, 32 tokens) the brake's freezes
-  fell mid-stream or at its end, adding 25-35 ms to E2E p90 and 1 ms to ITL p90 while
+  fell mid-stream or at its end, adding 25-36 ms to E2E p90 and about 1 ms to ITL p90 while
   the first token was read on time: the first-token check missed them, this one did not;
 - the host's run queue (tasks running or waiting for a core, per core, over the window) is a
   figure and a sentence, not a check: on a busy 2-core host it was 1.8-4.7 in runs whose
@@ -372,10 +372,11 @@ def in_words(cost: ClientCost) -> str:
             f"; {cost.late_reads} requests read their first token late "
             f"(by at least {cost.first_token_late_p90_ms:.1f} ms at p90)"
         )
-    if cost.stream_stall_p90_ms:
+    stalled = any(c.name == STALL_CHECK and c.verdict is Verdict.FAIL for c in cost.checks)
+    if stalled and cost.stream_stall_p90_ms is not None:
         queue += (
-            f"; streams were read in bursts (the client held at least "
-            f"{cost.stream_stall_p90_ms:.1f} ms at p90)"
+            f"; tokens were read in bursts mid-stream (held at least "
+            f"{cost.stream_stall_p90_ms:.1f} ms at p90, by the client or between it and the server)"
         )
     if cost.server_on_this_host is None:
         where = "whether the server runs on this machine is not known"
