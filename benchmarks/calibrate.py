@@ -51,6 +51,8 @@ from typing import Any
 import numpy as np
 import orjson
 
+from benchmarks import wire_truth
+from benchmarks.wire_truth import Capture
 from inferlab_bench.case.records import read_records
 from inferlab_bench.publish.verdict import (
     DEFAULT_SETTINGS,
@@ -255,8 +257,10 @@ def aiperf_group(parent: int) -> int | None:
 
 def run_case(
     sim: Simulator, condition: Condition, out: Path, impair: bool = True
-) -> tuple[Path, list[dict[str, Any]], float] | None:
-    """One run under the condition; None when the case failed (said on stderr, not scored)."""
+) -> tuple[Path, list[dict[str, Any]], float, Capture | None] | None:
+    """One run under the condition: its folder, the server's truth rows, its seconds and its
+    packets on the wire (None: no capture here); None when the case failed (said on stderr,
+    not scored)."""
     command = [sys.executable, "-m", "inferlab_bench", "run", "--url", sim.url, "--model", MODEL]
     command += ["--tokenizer", TOKENIZER_DIR, "--random-input-tokens", str(INPUT_TOKENS)]
     command += ["--random-output-tokens", str(OUTPUT_TOKENS), *condition.load]
@@ -266,7 +270,7 @@ def run_case(
         command += ["--reset-prefix-cache", "vllm"]
     offset = sim.offset()
     started = time.monotonic()
-    with hog(impair and "hog" in condition.impairment):
+    with wire_capture(sim.url) as wire, hog(impair and "hog" in condition.impairment):
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         brake = Brake(proc.pid) if impair and "brake" in condition.impairment else None
         if brake:
@@ -280,10 +284,16 @@ def run_case(
         print(f"failed: {condition.name}: no validity.json ({' '.join(tail)})", file=sys.stderr)
         return None
     time.sleep(0.2)
-    return out, sim.rows_since(offset), time.monotonic() - started
+    return out, sim.rows_since(offset), time.monotonic() - started, wire
 
 
-def score(condition: Condition, out: Path, server: list[dict[str, Any]], seconds: float) -> Run:
+def score(
+    condition: Condition,
+    out: Path,
+    server: list[dict[str, Any]],
+    seconds: float,
+    wire: Capture | None = None,
+) -> Run:
     validity = json.loads((out / "validity.json").read_text())
     result = json.loads((out / "result.json").read_text())
     client = [
@@ -306,7 +316,16 @@ def score(condition: Condition, out: Path, server: list[dict[str, Any]], seconds
         for c in (validity.get(part) or {}).get("checks", [])
     }
     checks[READ_ON_TTST] = read_check_on_ttst_alone(out)
-    truth = {**distortion.figures(), **load, "first_wave_cached_tokens": cache}
+    raw = [
+        orjson.loads(line)
+        for line in (out / "aiperf" / "profile_raw.jsonl").read_bytes().splitlines()
+    ]
+    truth = {
+        **distortion.figures(),
+        **load,
+        "first_wave_cached_tokens": cache,
+        **wire_figures(client, raw, wire),
+    }
     true_state = {
         "client_cost_low": distortion.beyond_tolerance,
         "load_generator_kept_up": load["beyond_tolerance"],
@@ -314,6 +333,7 @@ def score(condition: Condition, out: Path, server: list[dict[str, Any]], seconds
         "requests_succeeded": bool(any(r.status != 200 for r in rows) or len(rows) < len(client)),
     }
     true_state["verdict"] = any(true_state.values())
+    true_state.update(wire_state(truth))
     return Run(
         condition=condition.name,
         kind=condition.kind,
@@ -438,11 +458,19 @@ def rule_before(run: Run) -> str:
 
 
 def confusion(
-    runs: list[Run], judgment: str, before: bool = False, on_ttst: bool = False
+    runs: list[Run],
+    judgment: str,
+    before: bool = False,
+    on_ttst: bool = False,
+    state: str | None = None,
 ) -> list[str]:
+    """``judgment``'s verdicts against the true state ``state`` (by default its own)."""
     label = " (rule before calibration)" if before else " (without bursts: TTST alone, no stall)"
+    state = state or judgment
+    runs = [run for run in runs if state in run.true_state]
     lines = [
-        f"{judgment}{label if before or on_ttst else ''}",
+        f"{judgment}{label if before or on_ttst else ''}"
+        f"{' against the wire' if state == WIRE else ''}",
         f"  {'condition':<26}{'load1':>6}  {'true state':<12}verdict",
     ]
     alarms = misses = nulls = positives = 0
@@ -453,7 +481,7 @@ def confusion(
             said = rule_on_ttst(run)
         else:
             said = run.verdicts.get(judgment, "absent")
-        bad = run.true_state[judgment]
+        bad = run.true_state[state]
         lines.append(
             f"  {run.condition:<26}{run.load_1min:>6.2f}  "
             f"{'distorted' if bad else 'within tol':<12}{said}"
@@ -483,11 +511,16 @@ CLIENT_CHECKS = (
 )
 
 
-def check_rates(runs: list[Run]) -> list[str]:
+def check_rates(runs: list[Run], state: str = "client_cost_low") -> list[str]:
     """Each check alone against the client-added latency's truth: which ones carry the verdict."""
-    lines = ["each check alone against client-added latency (false alarms, misses)"]
+    against = " on the wire" if state == WIRE else ""
+    lines = [f"each check alone against client-added latency{against} (false alarms, misses)"]
     for check in CLIENT_CHECKS:
-        said = [(run.checks.get(check), run.true_state["client_cost_low"]) for run in runs]
+        said = [
+            (run.checks.get(check), run.true_state[state])
+            for run in runs
+            if state in run.true_state
+        ]
         judged = [(v, bad) for v, bad in said if v in ("pass", "fail")]
         alarms = sum(v == "fail" and not bad for v, bad in judged)
         misses = sum(v == "pass" and bad for v, bad in judged)
@@ -495,6 +528,76 @@ def check_rates(runs: list[Run]) -> list[str]:
         positives = len(judged) - nulls
         lines.append(f"  {check:<30} false alarms {alarms}/{nulls}, misses {misses}/{positives}")
     return lines
+
+
+WIRE = "client_cost_low_wire"
+"""The true state of ``client_cost_low`` measured on the wire (``benchmarks/wire_truth.py``)."""
+
+
+@contextlib.contextmanager
+def wire_capture(url: str) -> Iterator[Capture | None]:
+    """The loopback packets of ``url``'s port while the block runs; None where capture is not
+    permitted (CAP_NET_RAW), said once."""
+    try:
+        with wire_truth.capture(int(url.rsplit(":", 1)[1].split("/")[0])) as found:
+            yield found
+    except PermissionError:
+        if not getattr(wire_capture, "said", False):
+            print("no wire truth: capturing loopback packets needs CAP_NET_RAW", file=sys.stderr)
+            wire_capture.said = True  # type: ignore[attr-defined]
+        yield None
+
+
+def wire_figures(
+    client: list[dict[str, Any]], raw: list[dict[str, Any]], wire: Capture | None
+) -> dict[str, Any]:
+    """What the client added, on the wire (``wire_ttft_p90_ms`` ...); {} without a capture."""
+    if wire is None:
+        return {}
+    rows, missing = wire_truth.wire_rows(client, raw, wire_truth.wire_requests(wire.packets))
+    return {
+        **wire_truth.added_figures(rows),
+        "wire_joined": len(rows),
+        "wire_missing": missing,
+        "wire_dropped": wire.dropped,
+    }
+
+
+def wire_state(truth: dict[str, Any]) -> dict[str, bool]:
+    """``{WIRE: distorted}`` when the run has wire figures, else {}."""
+    if not truth.get("wire_joined"):
+        return {}
+    return {WIRE: wire_truth.beyond_tolerance(truth)}
+
+
+def wire_report(runs: list[Run]) -> list[str]:
+    """The client-added latency on the wire per run, and the verdict and checks against it."""
+    wired = [run for run in runs if WIRE in run.true_state]
+    if not wired:
+        return []
+    lines = [
+        "",
+        "the wire's truth: client figure minus the wire's (request's first byte out -> the "
+        "token's event out), over the requests joined",
+        f"  {'condition':<26}{'load1':>6}  {'joined':>7}  {'TTFT p50/p90 +ms':>18}"
+        f"{'ITL p50/p90 +ms':>17}{'E2E p50/p90 +ms':>17}  true state",
+    ]
+    for run in wired:
+        t = run.truth
+        added = "".join(
+            f"{t[f'wire_{m}_p50_ms']:>+8.2f}/{t[f'wire_{m}_p90_ms']:<+8.2f}"
+            for m in ("ttft", "itl", "e2e")
+        )
+        joined = f"{t['wire_joined']}/{t['wire_joined'] + t['wire_missing']}"
+        state = "distorted" if run.true_state[WIRE] else "within tol"
+        lines.append(f"  {run.condition:<26}{run.load_1min:>6.2f}  {joined:>7} {added}  {state}")
+    return [
+        *lines,
+        "",
+        *confusion(wired, "client_cost_low", state=WIRE),
+        "",
+        *check_rates(wired, WIRE),
+    ]
 
 
 def lateness_table(runs: list[Run]) -> list[str]:
@@ -732,8 +835,8 @@ def main() -> None:
                     done = run_case(sim, condition, work / f"run-{k}")
                     if done is None:
                         continue
-                    out, server, seconds = done
-                    runs.append(score(condition, out, server, seconds))
+                    out, server, seconds, wire = done
+                    runs.append(score(condition, out, server, seconds, wire))
                     if args.json:  # after every run: a long session interrupted keeps its runs
                         args.json.write_text(json.dumps([asdict(r) for r in runs], default=float))
                     print(
@@ -766,7 +869,9 @@ def report(runs: list[Run], seconds: float) -> str:
     tol = CLIENT_TOLERANCE
     for run in runs:  # judged against today's tolerance, whenever the run was made
         run.true_state["client_cost_low"] = client_state(run)
-        run.true_state["verdict"] = any(v for k, v in run.true_state.items() if k != "verdict")
+        run.true_state["verdict"] = any(
+            v for k, v in run.true_state.items() if k not in ("verdict", WIRE)
+        )
     lines = [
         f"calibration {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: {len(runs)} runs, "
         f"{seconds / 60:.1f} min, {os.cpu_count()} cores",
@@ -792,7 +897,8 @@ def report(runs: list[Run], seconds: float) -> str:
             lines += ["", *confusion(runs, judgment, before=True)]
             if any(READ_ON_TTST in run.checks for run in runs):
                 lines += ["", *confusion(runs, judgment, on_ttst=True)]
-    lines += ["", *lateness_table(runs), "", *check_rates(runs), "", *noise_calls(runs)]
+    lines += ["", *lateness_table(runs), "", *check_rates(runs), *wire_report(runs)]
+    lines += ["", *noise_calls(runs)]
     return "\n".join(lines)
 
 

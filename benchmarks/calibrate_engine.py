@@ -63,13 +63,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.calibrate import (  # noqa: E402
     READ_ON_TTST,
+    WIRE,
     Brake,
     Run,
     check_rates,
     confusion,
     hog,
     read_check_on_ttst_alone,
+    wire_capture,
+    wire_figures,
+    wire_report,
+    wire_state,
 )
+from benchmarks.wire_truth import Capture  # noqa: E402
 from inferlab_bench.runs.demo import TOKENIZER_DIR  # noqa: E402
 from inferlab_bench.validity.truth import CLIENT_TOLERANCE, ClientTolerance  # noqa: E402
 
@@ -278,7 +284,10 @@ def rescore(runs: list[Run]) -> dict[str, dict[str, float]]:
         load = run.truth.get("load")
         level = levels.setdefault(str(load), null_level(runs, load))
         run.true_state["client_cost_low"] = client_distorted(run.truth, level)
-        run.true_state["verdict"] = any(v for k, v in run.true_state.items() if k != "verdict")
+        run.true_state.update(wire_state(run.truth))
+        run.true_state["verdict"] = any(
+            v for k, v in run.true_state.items() if k not in ("verdict", WIRE)
+        )
     return levels
 
 
@@ -315,8 +324,9 @@ def llama_server(workdir: Path, slots: int) -> Iterator[tuple[str, str]]:
 
 def run_case(
     url: str, model: str, condition: Condition, out: Path, impair: bool = True, requests: int = 0
-) -> float | None:
-    """One ``inferlab-bench run``; its seconds, or None when it wrote no validity.json."""
+) -> tuple[float, Capture | None] | None:
+    """One ``inferlab-bench run``: its seconds and its packets on the wire (None: no capture
+    here), or None when it wrote no validity.json."""
     command = [sys.executable, "-m", "inferlab_bench", "run", "--url", url, "--model", model]
     command += ["--tokenizer", TOKENIZER_DIR, "--random-input-tokens", str(INPUT_TOKENS)]
     command += ["--random-output-tokens", str(OUTPUT_TOKENS), *condition.load]
@@ -325,7 +335,7 @@ def run_case(
     if condition.reset and impair:
         command += ["--reset-prefix-cache", condition.reset]
     started = time.monotonic()
-    with hog(impair and condition.impairment == "hog"):
+    with wire_capture(url) as wire, hog(impair and condition.impairment == "hog"):
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         brake = Brake(proc.pid) if impair and condition.impairment == "brake" else None
         if brake:
@@ -338,15 +348,16 @@ def run_case(
         tail = err.decode(errors="replace").strip().splitlines()[-1:]
         print(f"failed: {condition.name}: no validity.json ({' '.join(tail)})", file=sys.stderr)
         return None
-    return time.monotonic() - started
+    return time.monotonic() - started, wire
 
 
-def score(condition: Condition, out: Path, seconds: float) -> Run:
+def score(condition: Condition, out: Path, seconds: float, wire: Capture | None = None) -> Run:
     """One run's verdicts beside its truth (its client_cost_low state is set by rescore)."""
     validity = json.loads((out / "validity.json").read_text())
     result = json.loads((out / "result.json").read_text())
     client = _jsonl(out / "aiperf" / "profile.jsonl")
-    rows, missing = engine_rows(client, _jsonl(out / "aiperf" / "profile_raw.jsonl"))
+    raw = _jsonl(out / "aiperf" / "profile_raw.jsonl")
+    rows, missing = engine_rows(client, raw)
     wave = min(int(condition.load[1]) if "--concurrency" in condition.load else 1, condition.slots)
     cached = first_wave_cached(rows, wave) if condition.reset else 0
     truth: dict[str, Any] = {
@@ -357,6 +368,7 @@ def score(condition: Condition, out: Path, seconds: float) -> Run:
         "first_wave_cached_tokens": cached,
         "first_wave": wave,
         "reset": condition.reset is not None,
+        **wire_figures(client, raw, wire),
     }
     checks = {
         c["name"]: c["verdict"]
@@ -377,6 +389,7 @@ def score(condition: Condition, out: Path, seconds: float) -> Run:
             "client_cost_low": False,  # set by rescore() against the session's null level
             "cache_cold": bool(cached > 0),
             "requests_succeeded": bool(missing or result.get("failed_requests")),
+            **wire_state(truth),
         },
         runnable_per_core=cost.get("runnable_per_core"),
         metrics=result.get("metrics") or {},
@@ -431,7 +444,7 @@ def report(runs: list[Run], seconds: float) -> str:
             lines += ["", *confusion(runs, judgment, before=True)]
             if any(READ_ON_TTST in run.checks for run in runs):
                 lines += ["", *confusion(runs, judgment, on_ttst=True)]
-    lines += ["", *check_rates(runs)]
+    lines += ["", *check_rates(runs), *wire_report(runs)]
     return "\n".join(lines)
 
 
@@ -471,10 +484,11 @@ def main() -> None:
                     if condition.prewarm:  # before every repeat: each starts as warm
                         warm = work / f"prewarm-{k}"
                         run_case(url, model, condition, warm, False, condition.prewarm)
-                    seconds = run_case(url, model, condition, work / f"run-{k}")
-                    if seconds is None:
+                    done = run_case(url, model, condition, work / f"run-{k}")
+                    if done is None:
                         continue
-                    runs.append(score(condition, work / f"run-{k}", seconds))
+                    seconds, wire = done
+                    runs.append(score(condition, work / f"run-{k}", seconds, wire))
                     if args.json:
                         args.json.write_text(json.dumps([asdict(r) for r in runs], default=float))
                     print(
