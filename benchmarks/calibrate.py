@@ -53,6 +53,7 @@ import orjson
 
 from benchmarks import wire_truth
 from benchmarks.wire_truth import Capture
+from inferlab_bench.case.aiperf_plugin.switches import WIRE_START_ENV_VAR
 from inferlab_bench.case.records import read_records
 from inferlab_bench.publish.verdict import (
     DEFAULT_SETTINGS,
@@ -63,7 +64,7 @@ from inferlab_bench.publish.verdict import (
 )
 from inferlab_bench.runs.demo import TOKENIZER_DIR
 from inferlab_bench.validity.adapter import phase_records
-from inferlab_bench.validity.client_cost import assess_client_cost
+from inferlab_bench.validity.client_cost import SEND_CHECK, ClientUsage, assess_client_cost
 from inferlab_bench.validity.trials import compare_trials
 from inferlab_bench.validity.truth import (
     CLIENT_TOLERANCE,
@@ -438,11 +439,29 @@ def read_check_on_ttst_alone(out: Path) -> str:
     return read.verdict.value
 
 
+def judged_today(out: Path) -> tuple[str, dict[str, str]]:
+    """``client_cost_low`` and its checks of the run kept in ``out``, judged by today's rule
+    (its records, the client's sampled usage and how its start was taken, as it ran)."""
+    columns = read_records(out / "aiperf" / "profile.jsonl").profiling
+    sampled = json.loads((out / "client-usage.json").read_text())
+    env = json.loads((out / "connections.json").read_text()).get("aiperf_environment") or {}
+    usage = ClientUsage(
+        time_ns=tuple(sampled["time_ns"]),
+        cpu_seconds=tuple(sampled["cpu_seconds"]),
+        runnable=tuple(sampled["runnable"]),
+        host_cores=int(sampled["host_cores"]),
+        server_on_this_host=True,
+        start_at_first_byte=env.get(WIRE_START_ENV_VAR) == "1",
+    )
+    cost = assess_client_cost(phase_records(columns), usage)
+    return cost.client_cost_low.value, {c.name: c.verdict.value for c in cost.checks}
+
+
 def rule_on_ttst(run: Run) -> str:
     """client_cost_low without bursts: the read check on TTST alone and no stream-stall check
     (the rule until 2026-12-07 12:00)."""
-    said = [run.checks.get(name) for name in ("client_cpu_ms_per_request", "send_time_p95_ms")]
-    said.append(run.checks.get(READ_ON_TTST))
+    names = ("client_cpu_ms_per_request", "send_time_p95_ms", READ_ON_TTST)
+    said = [run.checks[name] for name in names if name in run.checks]
     if "fail" in said:
         return "fail"
     return "pass" if all(v == "pass" for v in said) else "unknown"
@@ -451,7 +470,8 @@ def rule_on_ttst(run: Run) -> str:
 def rule_before(run: Run) -> str:
     """client_cost_low as judged until this calibration: CPU per request, send time and the
     run queue (no read-late check)."""
-    old = [run.checks.get(name) for name in ("client_cpu_ms_per_request", "send_time_p95_ms")]
+    names = ("client_cpu_ms_per_request", "send_time_p95_ms")
+    old = [run.checks[name] for name in names if name in run.checks]
     if "fail" in old or (run.runnable_per_core or 0.0) > 1.0:
         return "fail"
     return "pass" if all(v == "pass" for v in old) else "unknown"
@@ -504,6 +524,7 @@ def confusion(
 CLIENT_CHECKS = (
     "client_cpu_ms_per_request",
     "send_time_p95_ms",
+    SEND_CHECK,
     "first_token_read_late_p90_ms",
     READ_ON_TTST,
     "stream_read_stall_p90_ms",

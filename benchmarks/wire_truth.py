@@ -42,7 +42,7 @@ PACKET_HOST = 0
 """A socket bound to one protocol sees each loopback packet once, as received: stamped as the
 loopback device takes it from the sender (``netif_rx``), within microseconds of its write."""
 SO_TIMESTAMPNS = 35
-SYN, ACK = 0x02, 0x10
+SYN = 0x02
 SOL_PACKET, PACKET_STATISTICS = 263, 6
 RECEIVE_BUFFER = 64 << 20
 REQUEST_ID = re.compile(rb"x-request-id:\s*([^\r\n]+)", re.IGNORECASE)
@@ -59,8 +59,13 @@ class Packet:
 
     @property
     def opens(self) -> bool:
-        """The client's SYN: a connection opened (the one packet kept without payload)."""
+        """The client's SYN: it opens a connection (no payload: only SYNs are kept so)."""
         return self.to_server and not self.payload
+
+    @property
+    def accepts(self) -> bool:
+        """The server's SYN-ACK."""
+        return not self.to_server and not self.payload
 
 
 @dataclass
@@ -137,8 +142,7 @@ def _tcp_payload(data: bytes, port: int) -> tuple[tuple[int, int], bool, bytes, 
     total = struct.unpack("!H", data[2:4])[0]
     payload = data[offset:total]
     to_server = dest == port
-    opening = data[ihl + 13] & (SYN | ACK) == SYN  # the client's first packet of a connection
-    if not payload and not opening:
+    if not payload and not data[ihl + 13] & SYN:  # kept without payload: the handshake's SYNs
         return None
     return ((source if to_server else dest), port), to_server, payload, sequence
 
@@ -150,43 +154,47 @@ def _tcp_payload(data: bytes, port: int) -> tuple[tuple[int, int], bool, bytes, 
 class WireRequest:
     """One request as the wire saw it: its first packet out, and each event back (ns).
 
-    Its first packet is the connection's SYN when the request opened the connection (a
-    server that closes after each response): AIPerf's start comes before its connect, so
-    the connect is in its figures, and the wire's figures start there too.
+    When the request opened its connection (a server that closes after each response)
+    AIPerf's start comes before the connect, so its figures hold the handshake: the wire's
+    hold the server's part of it too (SYN to SYN-ACK, ``server_before_ms``), and the client's
+    parts (start to SYN, SYN-ACK to its first byte) are the client's.
     """
 
     request_id: str
     sent_ns: int
     events: tuple[tuple[int, bytes], ...]  # (ns, the data line) in the order written
+    server_before_ns: int = 0
 
 
 def wire_requests(packets: Iterable[Packet]) -> dict[str, WireRequest]:
     """Every request on the wire by X-Request-ID, with the events written back to it.
 
-    A request begins with a client packet that starts with an HTTP method (or with the
-    connection's SYN, for its first request); its events are the ``data:`` lines the server
-    wrote on that connection until the next request there.
+    A request begins with a client packet that starts with an HTTP method; its events are
+    the ``data:`` lines the server wrote on that connection until the next request there.
     """
     by_connection: dict[tuple[int, int], list[Packet]] = {}
     for packet in first_sendings(packets):
         by_connection.setdefault(packet.connection, []).append(packet)
     found: dict[str, WireRequest] = {}
     for stream in by_connection.values():
-        current: tuple[str | None, int, bytes, list[tuple[int, bytes]]] | None = None
+        current: tuple[str | None, int, bytes, list[tuple[int, bytes]], int] | None = None
         opened: int | None = None
+        handshake = 0
         for packet in stream:
             if packet.opens:
                 opened = packet.ns
+            elif packet.accepts:
+                handshake = packet.ns - opened if opened is not None else 0
             elif packet.to_server:
                 if packet.payload.startswith((b"POST ", b"GET ")):
                     _close(current, found)
-                    current = (None, packet.ns if opened is None else opened, b"", [])
-                    opened = None
+                    current = (None, packet.ns, b"", [], handshake)
+                    handshake = 0
                 if current is not None and current[0] is None:
                     head = current[2] + packet.payload
                     match = REQUEST_ID.search(head)
                     rid = match.group(1).strip().decode() if match else None
-                    current = (rid, current[1], head, current[3])
+                    current = (rid, current[1], head, current[3], current[4])
             elif current is not None:
                 current[3].extend((packet.ns, m.group(1)) for m in EVENT.finditer(packet.payload))
         _close(current, found)
@@ -201,7 +209,7 @@ def first_sendings(packets: Iterable[Packet]) -> list[Packet]:
     kept = []
     for packet in sorted(packets, key=lambda p: p.ns):
         key = (packet.connection, packet.to_server)
-        if packet.opens:
+        if not packet.payload:  # a SYN: no bytes of the stream
             kept.append(packet)
             continue
         end = (packet.sequence + len(packet.payload)) % 2**32
@@ -222,11 +230,11 @@ def _after(a: int, b: int) -> bool:
 
 
 def _close(
-    current: tuple[str | None, int, bytes, list[tuple[int, bytes]]] | None,
+    current: tuple[str | None, int, bytes, list[tuple[int, bytes]], int] | None,
     found: dict[str, WireRequest],
 ) -> None:
     if current is not None and current[0]:
-        found[current[0]] = WireRequest(current[0], current[1], tuple(current[3]))
+        found[current[0]] = WireRequest(current[0], current[1], tuple(current[3]), current[4])
 
 
 @dataclass(frozen=True)
@@ -312,8 +320,8 @@ def _join(
     return WireRow(
         client_ttft_ms=ttft,
         client_e2e_ms=e2e,
-        wire_ttft_ms=(wire.events[first][0] - wire.sent_ns) / 1e6,
-        wire_e2e_ms=(wire.events[last][0] - wire.sent_ns) / 1e6,
+        wire_ttft_ms=(wire.events[first][0] - wire.sent_ns + wire.server_before_ns) / 1e6,
+        wire_e2e_ms=(wire.events[last][0] - wire.sent_ns + wire.server_before_ns) / 1e6,
         output_tokens=int(_metric(metrics, "output_sequence_length")),
     )
 

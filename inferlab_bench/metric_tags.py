@@ -22,7 +22,8 @@ CLIENT_SEND = "http_req_sending"
 """AIPerf's aiohttp trace, request start -> body written: the client's own time before a
 request was on the wire. aiohttp signals a request's start before it asks its pool for a
 connection, so this already holds the wait for one and a new one's connect."""
-SEND_PARTS = ("http_req_blocked", "http_req_connecting", CLIENT_SEND)
+CONNECTING = "http_req_connecting"
+SEND_PARTS = ("http_req_blocked", CONNECTING, CLIENT_SEND)
 """The trace's pool wait and connect (parts of ``CLIENT_SEND``, kept in the records)."""
 
 LATENCIES_MS = {

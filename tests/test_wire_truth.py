@@ -118,17 +118,19 @@ def test_a_retransmitted_segment_keeps_its_first_time() -> None:
     assert kept[1].sequence == 6  # (2**32 - 3 + 9) mod 2**32
 
 
-def test_a_request_that_opened_its_connection_starts_at_the_syn() -> None:
+def test_a_request_that_opened_its_connection_counts_the_servers_handshake() -> None:
     def sent(ns: int, payload: bytes) -> Packet:
         return Packet(ns, (50000, 8000), True, payload, ns)
 
     packets = [
         sent(5, b""),  # SYN
+        _packet(6, 99, b""),  # SYN-ACK: the server's 1 ns; the client's first byte 2 ns later
         sent(8, b"POST / HTTP/1.1\r\nX-Request-ID: a\r\n\r\n{}"),
         _packet(9, 100, b"data: x\n\n"),
         sent(50, b"POST / HTTP/1.1\r\nX-Request-ID: b\r\n\r\n{}"),
         _packet(60, 200, b"data: y\n\n"),
     ]
     found = wire_truth.wire_requests(packets)
-    assert (found["a"].sent_ns, found["b"].sent_ns) == (5, 50)
+    assert (found["a"].sent_ns, found["a"].server_before_ns) == (8, 1)
+    assert (found["b"].sent_ns, found["b"].server_before_ns) == (50, 0)
     assert (found["a"].events, found["b"].events) == (((9, b"x"),), ((60, b"y"),))

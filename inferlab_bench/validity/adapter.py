@@ -102,6 +102,7 @@ def phase_records(columns: RecordColumns) -> PhaseRecords:
         credit_issued_ns=_credit_issued(columns),
         good=None if np.isnan(good).all() else good == 1,
         client_send_ms=_client_send(columns),
+        connect_ms=_connect(columns),
         ttft_ms=_floats(columns, tags.TTFT),
         itl_ms=_floats(columns, tags.ITL),
         ttst_ms=_floats(columns, tags.TTST),
@@ -159,6 +160,15 @@ def _client_send(columns: RecordColumns) -> FloatArray | None:
         return None
     total: FloatArray = np.nan_to_num(sending)
     return total
+
+
+def _connect(columns: RecordColumns) -> FloatArray | None:
+    """The TCP connect inside each request's send (0 where a connection was reused)."""
+    connecting = _floats(columns, tags.CONNECTING)
+    if len(columns) == 0 or np.isnan(connecting).all():
+        return None
+    found: FloatArray = np.nan_to_num(connecting)
+    return found
 
 
 def _floats(columns: RecordColumns, tag: str) -> FloatArray:

@@ -64,6 +64,9 @@ class PhaseRecords:
     client_send_ms: FloatArray | None = None
     """Per request, ms the client spent after request start before the request was sent
     (waiting for a connection, connecting, writing); None when AIPerf did not trace it."""
+    connect_ms: FloatArray | None = None
+    """Per request, ms of its TCP connect (part of ``client_send_ms``; 0 on a reused
+    connection); None when AIPerf did not trace it."""
     ttft_ms: FloatArray | None = None
     itl_ms: FloatArray | None = None
     """Per request, the mean inter-token latency (AIPerf's, ms); NaN where not measured."""
@@ -98,6 +101,7 @@ class PhaseRecords:
             "credit_issued_ns",
             "good",
             "client_send_ms",
+            "connect_ms",
             "ttft_ms",
             "itl_ms",
             "ttst_ms",
