@@ -457,6 +457,21 @@ def judged_today(out: Path) -> tuple[str, dict[str, str]]:
     return cost.client_cost_low.value, {c.name: c.verdict.value for c in cost.checks}
 
 
+def judge_again(runs: list[Run], keep: Path) -> None:
+    """The runs of one session judged by today's client_cost_low, from the folders its
+    ``--keep`` left (in the order they were scored)."""
+    conditions = sorted(keep.glob("cond-*"), key=lambda p: int(p.name.split("-")[1]))
+    folders = [
+        run
+        for condition in conditions
+        for run in sorted(condition.glob("run-*"), key=lambda p: int(p.name.split("-")[1]))
+        if (run / "validity.json").is_file()
+    ]
+    for run, out in zip(runs, folders, strict=True):
+        run.verdicts["client_cost_low"], today = judged_today(out)
+        run.checks = {**run.checks, **today}
+
+
 def rule_on_ttst(run: Run) -> str:
     """client_cost_low without bursts: the read check on TTST alone and no stream-stall check
     (the rule until 2026-12-07 12:00)."""
@@ -599,7 +614,8 @@ def wire_report(runs: list[Run]) -> list[str]:
     lines = [
         "",
         "the wire's truth: client figure minus the wire's (request's first byte out -> the "
-        "token's event out), over the requests joined",
+        "token's event out, plus SYN -> SYN-ACK where the request opened its connection), "
+        "over the requests joined",
         f"  {'condition':<26}{'load1':>6}  {'joined':>7}  {'TTFT p50/p90 +ms':>18}"
         f"{'ITL p50/p90 +ms':>17}{'E2E p50/p90 +ms':>17}  true state",
     ]
@@ -821,7 +837,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="three short runs")
     parser.add_argument("--json", type=Path, help="write every run's figures here")
     parser.add_argument("--only", nargs="+", help="run only conditions whose name has these words")
-    parser.add_argument("--keep", type=Path, help="keep every run's folder here")
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="keep every run's folder here (with --report: judge that session's runs again)",
+    )
     parser.add_argument("--repeats", type=int, help="runs of each chosen condition (its own)")
     parser.add_argument(
         "--report",
@@ -832,6 +852,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.report:
         saved = [Run(**row) for path in args.report for row in json.loads(path.read_text())]
+        if args.keep:
+            judge_again(saved, args.keep)
         print(report(saved, sum(r.seconds for r in saved)))
         return
     chosen = [

@@ -69,7 +69,7 @@ from benchmarks.calibrate import (  # noqa: E402
     check_rates,
     confusion,
     hog,
-    judged_today,
+    judge_again,
     read_check_on_ttst_alone,
     wire_capture,
     wire_figures,
@@ -397,17 +397,6 @@ def score(condition: Condition, out: Path, seconds: float, wire: Capture | None 
     )
 
 
-def kept_runs(keep: Path) -> list[Path]:
-    """The folders ``--keep`` left, in the order their runs were scored."""
-    conditions = sorted(keep.glob("cond-*"), key=lambda p: int(p.name.split("-")[1]))
-    return [
-        run
-        for condition in conditions
-        for run in sorted(condition.glob("run-*"), key=lambda p: int(p.name.split("-")[1]))
-        if (run / "validity.json").is_file()
-    ]
-
-
 def _jsonl(path: Path) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
 
@@ -482,9 +471,7 @@ def main() -> None:
     if args.report:
         saved = [Run(**row) for path in args.report for row in json.loads(path.read_text())]
         if args.keep:  # one session's kept folders: its runs judged by today's rule
-            for run, out in zip(saved, kept_runs(args.keep), strict=True):
-                run.verdicts["client_cost_low"], today = judged_today(out)
-                run.checks = {**run.checks, **today}
+            judge_again(saved, args.keep)
         print(report(saved, sum(r.seconds for r in saved)))
         return
     chosen = [
