@@ -199,13 +199,14 @@ def assess_client_cost(
     usage: ClientUsage | None,
     tol: ClientCostTolerances = ClientCostTolerances(),
 ) -> ClientCost:
-    """``client_cost_low`` of one phase: CPU per request, run queue, send delay, in words."""
-    at_write = usage is not None and usage.start_at_first_byte
-    delays = send_delays_ms(records, at_write)
+    """``client_cost_low`` of one phase: CPU per request, the send inside TTFT, the reads, the
+    run queue and the send time, in words."""
+    at_write = None if usage is None else usage.start_at_first_byte
+    delays = send_delays_ms(records, bool(at_write))
     send = describe(delays) if delays is not None else None
     own = send_times_ms(delays, records) if delays is not None else None
     send_time = describe(own) if own is not None else None
-    send_check = _send_check(records, send_in_ttft_ms(records, at_write), at_write, tol)
+    send_check = _send_check(records, send_in_ttft_ms(records, bool(at_write)), at_write, tol)
     late = read_late_ms(records)
     read_check = _read_check(records, late, tol)
     stalls = stall_ms(records)
@@ -301,8 +302,13 @@ def send_in_ttft_ms(records: PhaseRecords, start_at_write: bool) -> FloatArray |
 
 
 def _send_check(
-    records: PhaseRecords, send: FloatArray | None, at_write: bool, tol: ClientCostTolerances
+    records: PhaseRecords,
+    send: FloatArray | None,
+    at_write: bool | None,
+    tol: ClientCostTolerances,
 ) -> Check:
+    if at_write is None:
+        return unknown(SEND_CHECK, "not known whether the start was the first byte written")
     if at_write:
         return not_applicable(
             SEND_CHECK, "the requests' start is their first byte written: the send lies before it"
@@ -405,6 +411,12 @@ def in_words(cost: ClientCost) -> str:
         queue += (
             f"; {cost.late_reads} requests read their first token late "
             f"(by at least {cost.first_token_late_p90_ms:.1f} ms at p90)"
+        )
+    slow_send = any(c.name == SEND_CHECK and c.verdict is Verdict.FAIL for c in cost.checks)
+    if slow_send and cost.send_in_ttft_p90_ms is not None:
+        queue += (
+            f"; requests took {cost.send_in_ttft_p90_ms:.1f} ms at p90 from their start to "
+            "their first byte written, inside their TTFT"
         )
     stalled = any(c.name == STALL_CHECK and c.verdict is Verdict.FAIL for c in cost.checks)
     if stalled and cost.stream_stall_p90_ms is not None:

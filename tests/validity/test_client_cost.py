@@ -100,6 +100,7 @@ def test_a_slow_send_inside_ttft_fails_by_how_much_it_added() -> None:
     cost = assess_client_cost(slow, usage(0.05, 1))
     assert checks(cost)[SEND_CHECK] is Verdict.FAIL
     assert cost.send_in_ttft_p90_ms == pytest.approx(5.9)
+    assert "took 5.9 ms at p90 from their start to their first byte written" in cost.in_words
     # 2.5 ms of it is within the tolerance.
     quick = dataclasses.replace(records(STARTS, send_ms=2.5), connect_ms=connect)
     assert checks(assess_client_cost(quick, usage(0.05, 1)))[SEND_CHECK] is Verdict.PASS
@@ -123,6 +124,9 @@ def test_with_the_start_at_the_first_byte_the_send_lies_before_ttft() -> None:
     cost = assess_client_cost(records(STARTS, send_ms=30.0), at_write)
     assert checks(cost)[SEND_CHECK] is Verdict.NOT_APPLICABLE
     assert cost.client_cost_low is Verdict.PASS
+    # Unsampled (not on Linux): where the start was taken is not known either.
+    unsampled = assess_client_cost(records(STARTS, send_ms=30.0), None)
+    assert checks(unsampled)[SEND_CHECK] is Verdict.UNKNOWN
 
 
 def burst(count: int, every_ms: float, *, workers: int = 1, first_ms: float = 1.0) -> PhaseRecords:
