@@ -12,11 +12,14 @@ per request:
 - client-added TTFT = client TTFT - wire TTFT: the client's start stamp to its first byte
   out, plus its first token on the wire to the client's read of it;
 - the same for E2E (the event AIPerf ends the request on) and the decode (E2E - TTFT), and
-  ITL = decode / (output tokens - 1).
+  ITL = decode / (output tokens - 1);
+- where the request opened its connection (AIPerf's start then comes before the connect),
+  the server's part of the handshake, SYN to SYN-ACK, is the server's too.
 
 Everything between the two directions (the kernel, the server's scheduling and parse) is the
-server's. Needs CAP_NET_RAW (root here); ``capture`` raises ``PermissionError`` without it.
-Loopback traffic only: the server must listen on 127.0.0.1.
+server's. A retransmitted segment keeps the time it was first sent. Needs CAP_NET_RAW (root
+here); ``capture`` raises ``PermissionError`` without it. Loopback traffic only: the server
+must listen on 127.0.0.1. Tested against a known answer in ``tests/test_wire_truth.py``.
 """
 
 from __future__ import annotations
