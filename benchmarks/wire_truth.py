@@ -38,7 +38,12 @@ from typing import Any
 import numpy as np
 import orjson
 
-from inferlab_bench.validity.truth import CLIENT_TOLERANCE, ClientTolerance
+from inferlab_bench.validity.truth import (
+    CLIENT_TOLERANCE,
+    ClientTolerance,
+    TruthRow,
+    client_distortion,
+)
 
 ETH_P_IP = 0x0800
 PACKET_HOST = 0
@@ -351,22 +356,38 @@ def _metric(metrics: Mapping[str, Any], tag: str) -> float:
     return float(value) if isinstance(value, int | float) else float("nan")
 
 
-def added_figures(rows: list[WireRow]) -> dict[str, float]:
-    """p50 and p90 of what the client added (``wire_ttft_p90_ms`` ...) and of the wire's own
-    figure (``wire_own_ttft_p90_ms`` ...), which the relative tolerance is taken of."""
-    figures: dict[str, float] = {}
-    for metric in ("ttft", "itl", "e2e", "decode"):
-        added = np.array([r.added[metric] for r in rows], dtype=np.float64)
-        own = np.array([r.own[metric] for r in rows], dtype=np.float64)
-        keep = np.isfinite(added) & np.isfinite(own)
-        for q in (50, 90):
-            found = bool(keep.any())
-            figures[f"wire_{metric}_p{q}_ms"] = (
-                float(np.percentile(added[keep], q)) if found else float("nan")
-            )
-            figures[f"wire_own_{metric}_p{q}_ms"] = (
-                float(np.percentile(own[keep], q)) if found else float("nan")
-            )
+def added_figures(rows: list[WireRow]) -> dict[str, Any]:
+    """What the client added to each reported percentile (``wire_ttft_p90_ms`` ...): its p50
+    and p90 minus the wire's over the same requests, as ``validity.truth`` measures against
+    the simulator; the wire's own percentiles (``wire_own_ttft_p90_ms`` ...), which the
+    relative tolerance is taken of; and every row, to score again later."""
+    as_truth = [
+        TruthRow(
+            client_ttft_ms=r.client_ttft_ms,
+            client_itl_ms=_figures(r.client_ttft_ms, r.client_e2e_ms, r.output_tokens)["itl"],
+            client_e2e_ms=r.client_e2e_ms,
+            ttft_ms=r.own["ttft"],
+            itl_ms=r.own["itl"],
+            e2e_ms=r.own["e2e"],
+            arrival_ns=0,
+            end_ns=0,
+            status=200,
+            cached_tokens=0,
+        )
+        for r in rows
+    ]
+    distortion = client_distortion(as_truth)
+    figures: dict[str, Any] = {}
+    for key, added in distortion.added_ms.items():
+        metric, q = key.split("_p")
+        own = np.array([getattr(t, f"{metric}_ms") for t in as_truth], dtype=np.float64)
+        own = own[np.isfinite(own)]
+        figures[f"wire_{key}_ms"] = added
+        figures[f"wire_own_{key}_ms"] = float(np.percentile(own, int(q))) if own.size else np.nan
+    figures["wire_rows"] = [
+        [r.client_ttft_ms, r.client_e2e_ms, r.wire_ttft_ms, r.wire_e2e_ms, r.output_tokens]
+        for r in rows
+    ]
     return figures
 
 
