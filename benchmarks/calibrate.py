@@ -302,7 +302,8 @@ def score(
         for r in map(orjson.loads, (out / "aiperf" / "profile.jsonl").read_bytes().splitlines())
         if r["metadata"]["benchmark_phase"] == "profiling"
     ]
-    rows = truth_rows(client, server)
+    env = json.loads((out / "connections.json").read_text()).get("aiperf_environment") or {}
+    rows = truth_rows(client, server, from_client_start=env.get(WIRE_START_ENV_VAR) == "1")
     distortion = client_distortion(rows)
     load = load_truth(condition, rows, validity)
     load.update(lateness_truth(client, server))

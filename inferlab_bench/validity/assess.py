@@ -91,7 +91,8 @@ def assess(
     measured = None
     if facts.server_truth is not None:
         wave = Load.of(facts.load).first_wave(len(profiling)) if facts.reset_requested else None
-        measured = measure(profiling, facts.server_truth, wave)
+        at_write = facts.client_usage is not None and facts.client_usage.start_at_first_byte
+        measured = measure(profiling, facts.server_truth, wave, from_client_start=at_write)
     if measured is not None and facts.server_truth is not None:
         dispatch, client_cost, cache, measured = decide(
             measured,

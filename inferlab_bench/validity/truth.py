@@ -3,7 +3,9 @@
 The simulator records, per request, when it parsed the first byte (arrival), when it began
 writing the first and the last token, and when it finished; AIPerf's records carry the same
 X-Request-ID. Joined, each request's client TTFT / ITL / E2E minus the server's is what the
-client (its send, its read, its waits for a core) added. ``client_cost_low`` protects that:
+client (its send, its read, its waits for a core) added. Where the client's start is its
+first byte written, the server's figures run from that start instead of its arrival stamp,
+which comes after its own wait to parse (``validity.measured``). ``client_cost_low`` protects that:
 at p50 and at p90, over the same requests, the client may add at most
 ``max(floor_ms, relative * truth)`` (ITL: ``max(itl_floor_ms, relative * truth)``).
 """
@@ -87,9 +89,13 @@ class ClientDistortion:
 
 
 def truth_rows(
-    client: Iterable[Mapping[str, Any]], server: Iterable[Mapping[str, Any]]
+    client: Iterable[Mapping[str, Any]],
+    server: Iterable[Mapping[str, Any]],
+    from_client_start: bool = False,
 ) -> list[TruthRow]:
-    """AIPerf profiling records joined to the server's records by X-Request-ID."""
+    """AIPerf profiling records joined to the server's records by X-Request-ID; the server's
+    TTFT and E2E from the client's start (its first byte written) when ``from_client_start``
+    (``validity.measured``)."""
     by_id = {s.get("x_request_id"): s for s in server if s.get("x_request_id")}
     rows = []
     for record in client:
@@ -99,14 +105,18 @@ def truth_rows(
             continue
         n = int(truth.get("completion_tokens") or 0)
         first, last = truth["first_token_before_ns"], truth["last_token_before_ns"]
+        ttft_ns, e2e_ns = truth["ttft_ns"], truth["e2e_ns"]
+        if from_client_start:
+            start = int(meta["request_start_ns"])
+            ttft_ns, e2e_ns = int(first) - start, int(truth["end_ns"]) - start
         rows.append(
             TruthRow(
                 client_ttft_ms=_value(metrics, "time_to_first_token"),
                 client_itl_ms=_value(metrics, "inter_token_latency"),
                 client_e2e_ms=_value(metrics, "request_latency"),
-                ttft_ms=truth["ttft_ns"] / NS_PER_MS,
+                ttft_ms=ttft_ns / NS_PER_MS,
                 itl_ms=(last - first) / NS_PER_MS / (n - 1) if n > 1 else float("nan"),
-                e2e_ms=truth["e2e_ns"] / NS_PER_MS,
+                e2e_ms=e2e_ns / NS_PER_MS,
                 arrival_ns=int(truth["arrival_ns"]),
                 end_ns=int(truth["end_ns"]),
                 status=int(truth.get("status", 200)),

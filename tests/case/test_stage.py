@@ -177,6 +177,8 @@ def test_validity_document_holds_every_verdict(warm_vllm: Ran, population: dict[
     # Pooled, so the start is the first byte written: the send lies before TTFT's clock.
     assert proxies["client_send_in_ttft_p90_ms"] == "not_applicable"
     assert doc["measured"]["requests"] == REQUESTS
+    # From the client's first byte written: the simulator's wait to parse is its own.
+    assert doc["measured"]["measured_from"] == "client_start"
     assert "share this machine" in cost["in_words"]
     usage = orjson.loads((warm_vllm.request.artifact_dir / "client-usage.json").read_bytes())
     assert len(usage["time_ns"]) == len(usage["cpu_seconds"]) >= 2 and usage["processes"] > 2

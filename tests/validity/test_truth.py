@@ -70,3 +70,34 @@ def test_the_relative_part_governs_long_latencies() -> None:
     rows = truth_rows([c for c, _ in pairs], [s for _, s in pairs])
     found = client_distortion(rows, ClientTolerance(floor_ms=3.0, relative=0.05))
     assert found.allowed_ms["ttft_p90"] == pytest.approx(20.0) and not found.beyond_tolerance
+
+
+def _parsed_late(i: int, parse_ms: float, read_late_ms: float) -> tuple[dict[str, Any], ...]:
+    """The client wrote its first byte at its start; the server, waiting for a core, parsed
+    the request ``parse_ms`` later and kept its own TTFT from there; the client read its
+    first token ``read_late_ms`` after the server wrote it."""
+    client, server = _pair(i, 50.0, 0.0)
+    start = server["arrival_ns"] - int(parse_ms * MS)
+    client["metadata"]["request_start_ns"] = start
+    waited = (server["first_token_before_ns"] - start) / MS
+    client["metrics"]["time_to_first_token"]["value"] = waited + read_late_ms
+    client["metrics"]["request_latency"]["value"] = (server["end_ns"] - start) / MS
+    return client, server
+
+
+@pytest.mark.parametrize(("read_late_ms", "beyond"), [(0.0, False), (8.0, True)])
+def test_a_server_s_wait_to_parse_is_its_own_from_the_client_s_first_byte(
+    read_late_ms: float, beyond: bool
+) -> None:
+    """Against its arrival stamp a server that parsed 5 ms late makes the client look 5 ms
+    slow; from the client's first byte written that wait is the server's, and a late read
+    still shows."""
+    pairs = [_parsed_late(i, 5.0, read_late_ms) for i in range(20)]
+    client, server = [c for c, _ in pairs], [s for _, s in pairs]
+    from_arrival = client_distortion(truth_rows(client, server))
+    assert from_arrival.added_ms["ttft_p90"] == pytest.approx(5.0 + read_late_ms)
+    assert from_arrival.beyond_tolerance
+    from_start = client_distortion(truth_rows(client, server, from_client_start=True))
+    assert from_start.added_ms["ttft_p90"] == pytest.approx(read_late_ms)
+    assert from_start.added_ms["e2e_p90"] == pytest.approx(0.0)
+    assert from_start.beyond_tolerance is beyond
