@@ -317,6 +317,9 @@ def score(
         for part in ("client_cost", "dispatch")
         for c in (validity.get(part) or {}).get("checks", [])
     }
+    # Against our simulator the truth decided; the checks a run elsewhere gets are kept here.
+    measured = validity.get("measured") or {}
+    checks.update({c["name"]: c["verdict"] for c in measured.get("proxy_checks", [])})
     checks[READ_ON_TTST] = read_check_on_ttst_alone(out)
     raw = [
         orjson.loads(line)
