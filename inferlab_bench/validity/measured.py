@@ -45,6 +45,7 @@ from inferlab_bench.validity.truth import (
     ClientTolerance,
     TruthRow,
     client_distortion,
+    server_latencies_ns,
 )
 from inferlab_bench.validity.verdict import (
     Check,
@@ -244,10 +245,8 @@ def _rows(
         n = int(t.get("completion_tokens") or 0)
         first, last = t.get("first_token_before_ns"), t.get("last_token_before_ns")
         spread = (last - first) / NS_PER_MS / (n - 1) if n > 1 and first and last else math.nan
-        ttft_ns, e2e_ns = t["ttft_ns"], t["e2e_ns"]
-        if from_client_start and first:
-            start = int(profiling.start_ns[i])
-            ttft_ns, e2e_ns = int(first) - start, int(t["end_ns"]) - start
+        start = int(profiling.start_ns[i]) if from_client_start else None
+        ttft_ns, e2e_ns = server_latencies_ns(t, start)
         rows.append(
             TruthRow(
                 client_ttft_ms=float(ttft[i]),

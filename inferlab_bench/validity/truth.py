@@ -88,6 +88,17 @@ class ClientDistortion:
         )
 
 
+def server_latencies_ns(
+    truth: Mapping[str, Any], client_start_ns: int | None = None
+) -> tuple[int, int]:
+    """The server's TTFT and E2E of one record (ns): from its arrival stamp, or from the
+    client's start (its first byte written) when one is given (``validity.measured``)."""
+    if client_start_ns is None or not truth.get("first_token_before_ns"):
+        return int(truth["ttft_ns"]), int(truth["e2e_ns"])
+    first, end = int(truth["first_token_before_ns"]), int(truth["end_ns"])
+    return first - client_start_ns, end - client_start_ns
+
+
 def truth_rows(
     client: Iterable[Mapping[str, Any]],
     server: Iterable[Mapping[str, Any]],
@@ -105,10 +116,8 @@ def truth_rows(
             continue
         n = int(truth.get("completion_tokens") or 0)
         first, last = truth["first_token_before_ns"], truth["last_token_before_ns"]
-        ttft_ns, e2e_ns = truth["ttft_ns"], truth["e2e_ns"]
-        if from_client_start:
-            start = int(meta["request_start_ns"])
-            ttft_ns, e2e_ns = int(first) - start, int(truth["end_ns"]) - start
+        start = int(meta["request_start_ns"]) if from_client_start else None
+        ttft_ns, e2e_ns = server_latencies_ns(truth, start)
         rows.append(
             TruthRow(
                 client_ttft_ms=_value(metrics, "time_to_first_token"),
