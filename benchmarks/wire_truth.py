@@ -174,6 +174,22 @@ class WireRequest:
     server_before_ns: int = 0
 
 
+@dataclass
+class _Pending:
+    """A request being read off its connection: its id once its head is in."""
+
+    sent_ns: int
+    server_before_ns: int
+    head: bytes = b""
+    request_id: str | None = None
+    events: list[tuple[int, bytes]] = field(default_factory=list)
+
+    def done(self) -> WireRequest | None:
+        if not self.request_id:
+            return None
+        return WireRequest(self.request_id, self.sent_ns, tuple(self.events), self.server_before_ns)
+
+
 def wire_requests(packets: Iterable[Packet]) -> dict[str, WireRequest]:
     """Every request on the wire by X-Request-ID, with the events written back to it.
 
@@ -183,9 +199,9 @@ def wire_requests(packets: Iterable[Packet]) -> dict[str, WireRequest]:
     by_connection: dict[tuple[int, int], list[Packet]] = {}
     for packet in first_sendings(packets):
         by_connection.setdefault(packet.connection, []).append(packet)
-    found: dict[str, WireRequest] = {}
+    pending: list[_Pending] = []
     for stream in by_connection.values():
-        current: tuple[str | None, int, bytes, list[tuple[int, bytes]], int] | None = None
+        current: _Pending | None = None
         opened: int | None = None
         handshake = 0
         for packet in stream:
@@ -195,18 +211,19 @@ def wire_requests(packets: Iterable[Packet]) -> dict[str, WireRequest]:
                 handshake = packet.ns - opened if opened is not None else 0
             elif packet.to_server:
                 if packet.payload.startswith((b"POST ", b"GET ")):
-                    _close(current, found)
-                    current = (None, packet.ns, b"", [], handshake)
+                    current = _Pending(packet.ns, handshake)
+                    pending.append(current)
                     handshake = 0
-                if current is not None and current[0] is None:
-                    head = current[2] + packet.payload
-                    match = REQUEST_ID.search(head)
-                    rid = match.group(1).strip().decode() if match else None
-                    current = (rid, current[1], head, current[3], current[4])
+                if current is not None and current.request_id is None:
+                    current.head += packet.payload
+                    match = REQUEST_ID.search(current.head)
+                    current.request_id = match.group(1).strip().decode() if match else None
             elif current is not None:
-                current[3].extend((packet.ns, m.group(1)) for m in EVENT.finditer(packet.payload))
-        _close(current, found)
-    return found
+                current.events.extend(
+                    (packet.ns, m.group(1)) for m in EVENT.finditer(packet.payload)
+                )
+    found = (request.done() for request in pending)
+    return {request.request_id: request for request in found if request is not None}
 
 
 def first_sendings(packets: Iterable[Packet]) -> list[Packet]:
@@ -237,14 +254,6 @@ def _after(a: int, b: int) -> bool:
     return (a - b) % 2**32 < 2**31
 
 
-def _close(
-    current: tuple[str | None, int, bytes, list[tuple[int, bytes]], int] | None,
-    found: dict[str, WireRequest],
-) -> None:
-    if current is not None and current[0]:
-        found[current[0]] = WireRequest(current[0], current[1], tuple(current[3]), current[4])
-
-
 @dataclass(frozen=True)
 class WireRow:
     """One request's client figures beside the wire's (ms)."""
@@ -261,10 +270,15 @@ class WireRow:
         return _figures(self.wire_ttft_ms, self.wire_e2e_ms, self.output_tokens)
 
     @property
+    def client(self) -> dict[str, float]:
+        """The client's figures."""
+        return _figures(self.client_ttft_ms, self.client_e2e_ms, self.output_tokens)
+
+    @property
     def added(self) -> dict[str, float]:
         """What the client added: its figure minus the wire's."""
-        client = _figures(self.client_ttft_ms, self.client_e2e_ms, self.output_tokens)
-        return {metric: client[metric] - self.own[metric] for metric in client}
+        own = self.own
+        return {metric: value - own[metric] for metric, value in self.client.items()}
 
 
 def _figures(ttft: float, e2e: float, tokens: int) -> dict[str, float]:
@@ -364,7 +378,7 @@ def added_figures(rows: list[WireRow]) -> dict[str, Any]:
     as_truth = [
         TruthRow(
             client_ttft_ms=r.client_ttft_ms,
-            client_itl_ms=_figures(r.client_ttft_ms, r.client_e2e_ms, r.output_tokens)["itl"],
+            client_itl_ms=r.client["itl"],
             client_e2e_ms=r.client_e2e_ms,
             ttft_ms=r.own["ttft"],
             itl_ms=r.own["itl"],
