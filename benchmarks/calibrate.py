@@ -299,11 +299,10 @@ def score(
     result = json.loads((out / "result.json").read_text())
     client = [
         r
-        for r in map(orjson.loads, (out / "aiperf" / "profile.jsonl").read_bytes().splitlines())
+        for r in jsonl(out / "aiperf" / "profile.jsonl")
         if r["metadata"]["benchmark_phase"] == "profiling"
     ]
-    env = json.loads((out / "connections.json").read_text()).get("aiperf_environment") or {}
-    rows = truth_rows(client, server, from_client_start=env.get(WIRE_START_ENV_VAR) == "1")
+    rows = truth_rows(client, server, from_client_start=started_at_first_byte(out))
     distortion = client_distortion(rows)
     load = load_truth(condition, rows, validity)
     load.update(lateness_truth(client, server))
@@ -321,10 +320,7 @@ def score(
     measured = validity.get("measured") or {}
     checks.update({c["name"]: c["verdict"] for c in measured.get("proxy_checks", [])})
     checks[READ_ON_TTST] = read_check_on_ttst_alone(out)
-    raw = [
-        orjson.loads(line)
-        for line in (out / "aiperf" / "profile_raw.jsonl").read_bytes().splitlines()
-    ]
+    raw = jsonl(out / "aiperf" / "profile_raw.jsonl")
     truth = {
         **distortion.figures(),
         **load,
@@ -363,6 +359,18 @@ def score(
             "request_latency_ms": [r.client_e2e_ms for r in rows],
         },
     )
+
+
+def jsonl(path: Path) -> list[dict[str, Any]]:
+    """Every line of a JSON-lines file (AIPerf's exports)."""
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def started_at_first_byte(out: Path) -> bool:
+    """Whether the run in ``out`` took each request's start at its first byte written (the
+    case stage records the switch in connections.json)."""
+    env = json.loads((out / "connections.json").read_text()).get("aiperf_environment") or {}
+    return bool(env.get(WIRE_START_ENV_VAR) == "1")
 
 
 def load_truth(
@@ -448,14 +456,13 @@ def judged_today(out: Path) -> tuple[str, dict[str, str]]:
     (its records, the client's sampled usage and how its start was taken, as it ran)."""
     columns = read_records(out / "aiperf" / "profile.jsonl").profiling
     sampled = json.loads((out / "client-usage.json").read_text())
-    env = json.loads((out / "connections.json").read_text()).get("aiperf_environment") or {}
     usage = ClientUsage(
         time_ns=tuple(sampled["time_ns"]),
         cpu_seconds=tuple(sampled["cpu_seconds"]),
         runnable=tuple(sampled["runnable"]),
         host_cores=int(sampled["host_cores"]),
         server_on_this_host=True,
-        start_at_first_byte=env.get(WIRE_START_ENV_VAR) == "1",
+        start_at_first_byte=started_at_first_byte(out),
     )
     cost = assess_client_cost(phase_records(columns), usage)
     return cost.client_cost_low.value, {c.name: c.verdict.value for c in cost.checks}

@@ -69,6 +69,7 @@ from benchmarks.calibrate import (  # noqa: E402
     check_rates,
     confusion,
     hog,
+    jsonl,
     judge_again,
     read_check_on_ttst_alone,
     wire_capture,
@@ -356,8 +357,8 @@ def score(condition: Condition, out: Path, seconds: float, wire: Capture | None 
     """One run's verdicts beside its truth (its client_cost_low state is set by rescore)."""
     validity = json.loads((out / "validity.json").read_text())
     result = json.loads((out / "result.json").read_text())
-    client = _jsonl(out / "aiperf" / "profile.jsonl")
-    raw = _jsonl(out / "aiperf" / "profile_raw.jsonl")
+    client = jsonl(out / "aiperf" / "profile.jsonl")
+    raw = jsonl(out / "aiperf" / "profile_raw.jsonl")
     rows, missing = engine_rows(client, raw)
     wave = min(int(condition.load[1]) if "--concurrency" in condition.load else 1, condition.slots)
     cached = first_wave_cached(rows, wave) if condition.reset else 0
@@ -395,10 +396,6 @@ def score(condition: Condition, out: Path, seconds: float, wire: Capture | None 
         runnable_per_core=cost.get("runnable_per_core"),
         metrics=result.get("metrics") or {},
     )
-
-
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
 
 
 # --- The report ----------------------------------------------------------------------------
