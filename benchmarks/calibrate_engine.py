@@ -77,7 +77,7 @@ from benchmarks.calibrate import (  # noqa: E402
     wire_report,
     wire_state,
 )
-from benchmarks.wire_truth import Capture  # noqa: E402
+from benchmarks.wire_truth import Capture, metric_value  # noqa: E402
 from inferlab_bench.runs.demo import TOKENIZER_DIR  # noqa: E402
 from inferlab_bench.validity.truth import CLIENT_TOLERANCE, ClientTolerance  # noqa: E402
 
@@ -205,9 +205,9 @@ def engine_rows(
         rows.append(
             EngineRow(
                 start_ns=int(meta.get("request_start_ns") or 0),
-                client_ttft_ms=_value(metrics, "time_to_first_token"),
-                client_itl_ms=_value(metrics, "inter_token_latency"),
-                client_e2e_ms=_value(metrics, "request_latency"),
+                client_ttft_ms=metric_value(metrics, "time_to_first_token"),
+                client_itl_ms=metric_value(metrics, "inter_token_latency"),
+                client_e2e_ms=metric_value(metrics, "request_latency"),
                 prompt_ms=float(t.get("prompt_ms", float("nan"))),
                 predicted_ms=float(t.get("predicted_ms", float("nan"))),
                 predicted_n=int(t.get("predicted_n") or 0),
@@ -291,12 +291,6 @@ def rescore(runs: list[Run]) -> dict[str, dict[str, float]]:
             v for k, v in run.true_state.items() if k not in ("verdict", WIRE)
         )
     return levels
-
-
-def _value(metrics: Mapping[str, Any], tag: str) -> float:
-    found = metrics.get(tag)
-    value = found.get("value") if isinstance(found, Mapping) else None
-    return float(value) if isinstance(value, int | float) else float("nan")
 
 
 # --- Running the conditions --------------------------------------------------------------

@@ -332,7 +332,10 @@ def _join(
     if any(line != data for line, (_, data) in zip(lines, wire.events, strict=True)):
         return None
     start = int(raw["start_perf_ns"])
-    ttft, e2e = _metric(metrics, "time_to_first_token"), _metric(metrics, "request_latency")
+    ttft, e2e = (
+        metric_value(metrics, "time_to_first_token"),
+        metric_value(metrics, "request_latency"),
+    )
     content = [i for i, line in enumerate(lines) if _has_content(line)]
     if not content:
         return None
@@ -344,7 +347,7 @@ def _join(
         client_e2e_ms=e2e,
         wire_ttft_ms=(wire.events[first][0] - wire.sent_ns + wire.server_before_ns) / 1e6,
         wire_e2e_ms=(wire.events[last][0] - wire.sent_ns + wire.server_before_ns) / 1e6,
-        output_tokens=int(_metric(metrics, "output_sequence_length")),
+        output_tokens=int(metric_value(metrics, "output_sequence_length")),
     )
 
 
@@ -364,7 +367,8 @@ def _has_content(line: bytes) -> bool:
     return False
 
 
-def _metric(metrics: Mapping[str, Any], tag: str) -> float:
+def metric_value(metrics: Mapping[str, Any], tag: str) -> float:
+    """An AIPerf record's metric value (``{"value": ..}``), NaN where it has none."""
     found = metrics.get(tag)
     value = found.get("value") if isinstance(found, Mapping) else None
     return float(value) if isinstance(value, int | float) else float("nan")
