@@ -152,6 +152,7 @@ def test_a_burst_is_judged_by_each_send_not_by_its_queue() -> None:
     assert delays is not None
     times = send_times_ms(delays, opening)
     assert times is not None and times[0] == pytest.approx(1.0)  # the first: from its credit
+    assert np.all(times <= delays)  # a part of the whole delay, never more, to the last bit
     # The send times of a burst add up to the burst: first credit to last write.
     assert opening.credit_issued_ns is not None
     span_ms = (opening.start_ns.max() - opening.credit_issued_ns.min()) / MS
