@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pytest
 
 from inferlab_bench.validity.steady import (
     BATCH,
     MIN_BATCHES,
     batch_means,
-    in_flight_at_send,
+    in_flight_during,
     mser_truncation,
     steady_state,
 )
@@ -40,11 +41,42 @@ def test_mser_cuts_where_a_ramp_ends() -> None:
     assert mser_truncation(batch_means(20.0 + rng.normal(0, 2, 300))) * BATCH <= 15
 
 
-def test_in_flight_at_send_counts_the_others_running() -> None:
-    starts = np.array([0, 0, 10, 20, 30])
-    ends = np.array([15, 25, 12, 40, 31])
-    # At 0 the second starts beside the first; at 10 both still run; at 20 the first has ended.
-    assert in_flight_at_send(starts, ends).tolist() == [0, 1, 2, 1, 1]
+def test_in_flight_during_averages_the_others_over_each_life() -> None:
+    starts = np.array([0, 0, 10, 20, 30, 30])
+    ends = np.array([20, 40, 12, 40, 40, 30])
+    # The first runs 0-20: the second all along, the third for 2 of its 20: 1.1 others. The
+    # fourth (20-40) meets the second all along and the fifth for 10: 1.5, the first having
+    # ended at 20. The sixth lasts no time: the count at its instant (second, fourth, fifth).
+    assert in_flight_during(starts, ends).tolist() == pytest.approx([1.1, 1.3, 2.0, 1.5, 2.0, 3.0])
+
+
+def lockstep_waves(concurrency: int, waves: int, locked: int) -> tuple[np.ndarray, np.ndarray]:
+    """A closed loop beside a server that ends each wave's requests together for ``locked``
+    waves (equal output lengths in one batch), then lets them drift apart: each slot sends
+    again when its request ends, 80 ms per request, the drift up to 5 ms."""
+    rng = np.random.default_rng(7)
+    slot_free = np.zeros(concurrency)
+    starts, ends = [], []
+    for wave in range(waves):
+        send = slot_free + np.arange(concurrency) * 0.01  # one by one, as a client sends
+        drift = rng.uniform(0, 5, concurrency) if wave >= locked else np.zeros(concurrency)
+        end = send.max() + 80.0 + drift
+        starts += list(send)
+        ends += list(end)
+        slot_free = end
+    s, e = np.array(starts), np.array(ends)
+    return T0 + (s * MS).astype(np.int64), T0 + (e * MS).astype(np.int64)
+
+
+def test_a_closed_loop_in_lockstep_waves_that_drift_apart_is_level() -> None:
+    # The shape a CI run showed: 8 waves in lockstep, then drifting, 120 requests at c=8.
+    starts, ends = lockstep_waves(concurrency=8, waves=15, locked=8)
+    latency_ms = (ends - starts) / MS
+    found = steady_state(replace(records(starts, ends), latency_ms=latency_ms))
+    assert found.reached is Verdict.PASS, found.sentence
+    state = next(c for c in found.cuts if c.series == "in_flight_during")
+    assert state.trend_change < 0.05  # 7 others all along, locked or not
+    assert found.in_flight_steady is not None and abs(found.in_flight_steady - 8) < 0.5
 
 
 def test_a_run_with_a_ramp_reaches_a_steady_state_after_it() -> None:
