@@ -1,18 +1,20 @@
 """Writes that cannot hurt, and the path checks they share with request validation.
 
 Every file we write goes through here. A write goes to a fresh temp file beside the
-target (created with O_EXCL, so never through a planted link), is fsynced, and is renamed
-over the target; a rename replaces a symbolic link itself, never the file it points to.
-A target that is not a regular file (a device, a FIFO, a socket, a directory, or a link to
-one of these) is refused with an ``OutputError`` naming it, and left untouched. The file gets
-the mode the user's umask gives any new file (0644 under 022): results, plots, pages and
-bundles are published to others; mkstemp's 0600 is for secrets, and we write none.
+target (created with O_EXCL, so never through a planted link; named before it exists, so a
+signal arriving the instant after its creation still finds it to remove), is fsynced, and is
+renamed over the target; a rename replaces a symbolic link itself, never the file it points
+to. A target that is not a regular file (a device, a FIFO, a socket, a directory, or a link
+to one of these) is refused with an ``OutputError`` naming it, and left untouched. The file
+gets the mode the user's umask gives any new file (0644 under 022): results, plots, pages and
+bundles are published to others; a private 0600 is for secrets, and we write none.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import stat
 import tempfile
 from collections.abc import Callable, Iterator
@@ -40,8 +42,9 @@ def atomic_writer(path: Path) -> Iterator[BinaryIO]:
     On any exception the temp file is removed and ``path`` is left untouched, so a
     reader never sees a half-written file under the final name.
     """
-    fd, tmp = _fresh_temp(path)
+    tmp = _temp_beside(path)
     try:
+        fd = _create(tmp, path)
         with os.fdopen(fd, "wb") as handle:
             yield handle
             _os_step(path, handle.flush)
@@ -66,11 +69,14 @@ def fresh_text_file(path: Path) -> Iterator[TextIO]:
     The file is our own fresh inode renamed into place before the first write, so a link
     planted at ``path`` is replaced rather than written through.
     """
-    fd, tmp = _fresh_temp(path)
+    tmp = _temp_beside(path)
+    fd = None
     try:
+        fd = _create(tmp, path)
         _replace(tmp, path)
     except BaseException:
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
         tmp.unlink(missing_ok=True)
         raise
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -227,33 +233,20 @@ def _reason(exc: OSError) -> str:
 # --- Steps shared by the writers. ---
 
 
-def _fresh_temp(path: Path) -> tuple[int, Path]:
+def _temp_beside(path: Path) -> Path:
+    """A new temp file's name beside ``path`` (checked and its directory made, not created).
+
+    The name is known before the file exists, so a stop (a signal raised as an exception)
+    arriving the instant after it is created still finds it to remove."""
     refuse_unsafe_target(path)
     _os_step(path, lambda: path.parent.mkdir(parents=True, exist_ok=True))
-    fd, name = _os_step(
-        path,
-        lambda: tempfile.mkstemp(
-            prefix=f".{path.name}.{os.getpid()}.", suffix=".part", dir=path.parent
-        ),
-    )
-    with contextlib.suppress(OSError):  # a file system without modes keeps mkstemp's
-        os.fchmod(fd, 0o666 & ~current_umask())
-    return fd, Path(name)
+    return path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}.part"
 
 
-def current_umask() -> int:
-    """The process's umask, read without changing it (``os.umask`` can only swap it, which
-    would race with another thread creating a file); the swap is the fallback off Linux."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+def _create(tmp: Path, path: Path) -> int:
+    """Create ``tmp`` (never through a link or over a file) with the mode the umask gives."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    return _os_step(path, lambda: os.open(tmp, flags, 0o666))
 
 
 def remove_stale_parts(path: Path) -> list[Path]:
