@@ -43,7 +43,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -256,17 +256,32 @@ def aiperf_group(parent: int) -> int | None:
     return None
 
 
+def run_command(
+    url: str,
+    model: str,
+    load: Sequence[str],
+    requests: int,
+    out: Path,
+    *,
+    output_tokens: int = OUTPUT_TOKENS,
+    budget: int = 600,
+) -> list[str]:
+    """``inferlab-bench run`` of random prompts (``INPUT_TOKENS`` each) under ``load``, its
+    result as JSON and its folder at ``out``: what every calibration bench runs."""
+    command = [sys.executable, "-m", "inferlab_bench", "run", "--url", url, "--model", model]
+    command += ["--tokenizer", TOKENIZER_DIR, "--random-input-tokens", str(INPUT_TOKENS)]
+    command += ["--random-output-tokens", str(output_tokens), *load]
+    command += ["--requests", str(requests), "--out", str(out), "--json"]
+    return [*command, "--budget", str(budget)]
+
+
 def run_case(
     sim: Simulator, condition: Condition, out: Path, impair: bool = True
 ) -> tuple[Path, list[dict[str, Any]], float, Capture | None] | None:
     """One run under the condition: its folder, the server's truth rows, its seconds and its
     packets on the wire (None: no capture here); None when the case failed (said on stderr,
     not scored)."""
-    command = [sys.executable, "-m", "inferlab_bench", "run", "--url", sim.url, "--model", MODEL]
-    command += ["--tokenizer", TOKENIZER_DIR, "--random-input-tokens", str(INPUT_TOKENS)]
-    command += ["--random-output-tokens", str(OUTPUT_TOKENS), *condition.load]
-    command += ["--requests", str(condition.requests), "--out", str(out), "--json"]
-    command += ["--budget", "900"]
+    command = run_command(sim.url, MODEL, condition.load, condition.requests, out, budget=900)
     if condition.reset:
         command += ["--reset-prefix-cache", "vllm"]
     offset = sim.offset()

@@ -72,6 +72,7 @@ from benchmarks.calibrate import (  # noqa: E402
     jsonl,
     judge_again,
     read_check_on_ttst_alone,
+    run_command,
     wire_capture,
     wire_figures,
     wire_report,
@@ -81,7 +82,6 @@ from benchmarks.wire_truth import Capture, metric_value  # noqa: E402
 from inferlab_bench.runs.demo import TOKENIZER_DIR  # noqa: E402
 from inferlab_bench.validity.truth import CLIENT_TOLERANCE, ClientTolerance  # noqa: E402
 
-INPUT_TOKENS, OUTPUT_TOKENS = 200, 32
 METRICS = ("ttft", "itl", "e2e", "decode")
 """``decode``: client E2E - TTFT against ``predicted_ms``, the part of a request after its
 first token: no wait for a slot in it, so it is what a queue leaves to score."""
@@ -323,11 +323,7 @@ def run_case(
 ) -> tuple[float, Capture | None] | None:
     """One ``inferlab-bench run``: its seconds and its packets on the wire (None: no capture
     here), or None when it wrote no validity.json."""
-    command = [sys.executable, "-m", "inferlab_bench", "run", "--url", url, "--model", model]
-    command += ["--tokenizer", TOKENIZER_DIR, "--random-input-tokens", str(INPUT_TOKENS)]
-    command += ["--random-output-tokens", str(OUTPUT_TOKENS), *condition.load]
-    command += ["--requests", str(requests or condition.requests), "--out", str(out), "--json"]
-    command += ["--budget", "600"]
+    command = run_command(url, model, condition.load, requests or condition.requests, out)
     if condition.reset and impair:
         command += ["--reset-prefix-cache", condition.reset]
     started = time.monotonic()

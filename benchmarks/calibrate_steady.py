@@ -40,9 +40,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.calibrate import MODEL, Simulator, hog  # noqa: E402
+from benchmarks.calibrate import MODEL, Simulator, hog, run_command  # noqa: E402
 from inferlab_bench.case.records import read_records  # noqa: E402
-from inferlab_bench.runs.demo import TOKENIZER_DIR  # noqa: E402
 from inferlab_bench.validity.adapter import phase_records  # noqa: E402
 from inferlab_bench.validity.steady import (  # noqa: E402
     BATCH,
@@ -57,7 +56,7 @@ from inferlab_bench.validity.steady import (  # noqa: E402
 # TTFT ~60 ms, 16 tokens at ~6 ms: about 0.15 s a request, 8 at a time (~50 requests/s).
 SERVER = ("--prefill-base-ms", "40", "--prefill-ms-per-token", "0.1", "--decode-base-ms", "5")
 SLOTS = 8
-INPUT_TOKENS, OUTPUT_TOKENS = 200, 16
+OUTPUT_TOKENS = 16  # and calibrate's 200-token prompts
 SERVERS = {"lockstep": (), "jitter 30%": ("--jitter", "0.3")}
 SETTLES_AT_MOST = 0.8
 NEVER_SETTLES_FROM = 1.5
@@ -114,17 +113,14 @@ class Scored:
 
 
 def run(sim: Simulator, load: Load, capacity: float, out: Path) -> float:
-    command = [sys.executable, "-m", "inferlab_bench", "run", "--url", sim.url, "--model", MODEL]
-    command += ["--tokenizer", TOKENIZER_DIR, "--random-input-tokens", str(INPUT_TOKENS)]
-    command += ["--random-output-tokens", str(OUTPUT_TOKENS), "--requests", str(load.requests)]
-    command += ["--out", str(out), "--json", "--budget", "600"]
     if load.concurrency is not None:
-        command += ["--concurrency", str(load.concurrency)]
+        shape = ["--concurrency", str(load.concurrency)]
     else:
         assert load.utilization is not None
-        command += ["--rate", f"{load.utilization * capacity:.3f}"]
+        shape = ["--rate", f"{load.utilization * capacity:.3f}"]
         if load.burstiness is not None:
-            command += ["--burstiness", str(load.burstiness)]
+            shape += ["--burstiness", str(load.burstiness)]
+    command = run_command(sim.url, MODEL, shape, load.requests, out, output_tokens=OUTPUT_TOKENS)
     started = time.monotonic()
     subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
     return time.monotonic() - started
