@@ -46,11 +46,7 @@ from inferlab_bench.validity.adapter import phase_records  # noqa: E402
 from inferlab_bench.validity.steady import (  # noqa: E402
     BATCH,
     MIN_BATCHES,
-    TREND_P,
-    TREND_SHARE,
-    batch_means,
-    mser_truncation,
-    trend,
+    cut_series,
 )
 
 # TTFT ~60 ms, 16 tokens at ~6 ms: about 0.15 s a request, 8 at a time (~50 requests/s).
@@ -145,9 +141,8 @@ def rule_before(out: Path, today: dict[str, Any]) -> tuple[str, list[str]]:
     if int(loaded.sum()) < BATCH * MIN_BATCHES:
         return "unknown", []
     at_send = np.arange(len(start)) - np.searchsorted(np.sort(end), start, side="right")
-    means = batch_means(at_send[loaded].astype(np.float64))
-    p_value, change = trend(means[mser_truncation(means) :])
-    moving = ["in_flight_at_send"] if p_value < TREND_P and change > TREND_SHARE else []
+    state = cut_series("in_flight_at_send", at_send[loaded].astype(np.float64))
+    moving = [] if state.settled else [state.series]
     moving += [
         c["series"] for c in today["cuts"] if c["series"] != "in_flight_during" and not c["settled"]
     ]

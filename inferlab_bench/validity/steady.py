@@ -159,7 +159,7 @@ def steady_state(records: PhaseRecords) -> SteadyState:
     for name, column in (("ttft_ms", records.ttft_ms), ("request_latency_ms", records.latency_ms)):
         if column is not None:
             series[name] = _filled(column[order][loaded])
-    cuts = tuple(_cut(name, values) for name, values in series.items())
+    cuts = tuple(cut_series(name, values) for name, values in series.items())
     first = int(start[0])
     if not all(c.settled for c in cuts):
         moving = " and ".join(c.series for c in cuts if not c.settled)
@@ -191,7 +191,8 @@ def steady_state(records: PhaseRecords) -> SteadyState:
     )
 
 
-def _cut(name: str, values: FloatArray) -> SeriesCut:
+def cut_series(name: str, values: FloatArray) -> SeriesCut:
+    """Step 1 and 2 for one series: where MSER-5 cuts it, and whether the rest is level."""
     means = batch_means(values)
     d = mser_truncation(means)
     p_value, change = trend(means[d:])
